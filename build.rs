@@ -1,0 +1,43 @@
+//! Embeds what `ckptrun --version` prints, and refuses targets ckptrun
+//! cannot work on: it drives Linux-only interfaces (personality(2),
+//! PR_SET_CHILD_SUBREAPER, /proc).
+
+use std::process::Command;
+
+fn main() {
+    let target = std::env::var("TARGET").unwrap_or_default();
+    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    if os != "linux" {
+        eprintln!(
+            "error: ckptrun only builds for Linux (target {target} is {os}): \
+             it needs personality(2), PR_SET_CHILD_SUBREAPER and /proc"
+        );
+        std::process::exit(1);
+    }
+    println!("cargo:rustc-env=CKPTRUN_TARGET={target}");
+
+    // The commit is optional: a source tarball has no .git.
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let dirty = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .is_some_and(|o| !o.stdout.is_empty());
+    let commit = match (commit.is_empty(), dirty) {
+        (true, _) => "unknown".to_string(),
+        (false, true) => format!("{commit}-dirty"),
+        (false, false) => commit,
+    };
+    println!("cargo:rustc-env=CKPTRUN_COMMIT={commit}");
+    println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/index");
+    println!("cargo:rerun-if-changed=build.rs");
+}

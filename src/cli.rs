@@ -1,0 +1,317 @@
+//! The command line, turned into one `Config`. Everything after `parse`
+//! reads `Config` and never argv; all of ckptrun's allocation happens here
+//! and in planning, before the job starts.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+
+use crate::error::Error;
+use crate::personality::ArchChoice;
+use crate::signals;
+use crate::sys::Sig;
+
+pub const HELP: &str = "\
+Usage: ckptrun [OPTIONS] [--] PROGRAM [ARG...]
+
+Runs PROGRAM, a condor_compile'd job, the way HTCondor's checkpoint
+wrapper did: address randomization off (as `setarch ARCH -L -B -R`),
+-_condor_ckpt FILE on a fresh start, -_condor_restart FILE
+-_condor_relocatable when FILE exists. SIGTERM makes the job checkpoint
+and exit; ckptrun then exits with the checkpoint code (85) so HTCondor
+transfers FILE and restarts the job.
+
+Options:
+  -c, --ckpt FILE         checkpoint file [default: PROGRAM as given + .ckpt]
+      --ckpt-exit-code N  exit code meaning \"checkpointed: transfer and
+                          restart me\" [default: 85]
+      --arch auto|x86_64|i386
+                          personality to run PROGRAM with; auto reads
+                          PROGRAM's ELF header [default: auto]
+      --keep-aslr         leave address randomization on (drop setarch -R)
+      --no-compat-layout  drop setarch -L (ADDR_COMPAT_LAYOUT)
+      --no-limit-32bit    drop setarch -B (ADDR_LIMIT_32BIT)
+      --personality-optional
+                          if the kernel refuses personality(), warn and run
+      --map FROM:TO       deliver signal FROM to the job as TO (names or
+                          numbers; TO = 0 drops it); repeatable. Built in:
+                          TERM:TSTP, TSTP:TSTP, USR2:USR2
+      --interval SECS     ask for a checkpoint SECS after the job (re)started:
+                          SIGTSTP, so the job checkpoints and exits 85
+      --interval-continue with --interval: send SIGUSR2 every SECS instead;
+                          the job checkpoints and keeps running
+  -v, --verbose           report progress on stderr
+      --log FILE          append timestamped progress lines to FILE
+  -h, --help              print this help
+  -V, --version           print the version
+
+Exit status:
+  the job's own exit code, or 85 (--ckpt-exit-code) when it checkpointed;
+  120  the job stopped on SIGTSTP instead of checkpointing (it is not
+       condor_compile'd); ckptrun ended it
+  121  the job died by SIGUSR2 but wrote no checkpoint during this run
+  122  the job itself exited with the checkpoint code (never passed on:
+       HTCondor would restart it forever)
+  125  ckptrun failed; 126 PROGRAM cannot run; 127 PROGRAM not found
+  a job killed by signal N: ckptrun dies by N (exits 128+N as PID 1)
+";
+
+/// What the command line asks for.
+pub enum Request {
+    Run(Config),
+    Help,
+    Version,
+}
+
+/// Everything the command line says, checked.
+#[derive(Debug)]
+pub struct Config {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub ckpt: Option<OsString>,
+    pub ckpt_exit_code: u8,
+    pub arch: ArchChoice,
+    pub keep_aslr: bool,
+    pub no_compat_layout: bool,
+    pub no_limit_32bit: bool,
+    pub personality_optional: bool,
+    /// User remappings, applied after the built-in ones (later wins).
+    pub maps: Vec<(Sig, Sig)>,
+    pub interval: Option<Duration>,
+    pub interval_continue: bool,
+    pub verbose: bool,
+    pub log: Option<OsString>,
+}
+
+/// Exit codes ckptrun gives its own verdicts; a checkpoint code may not be
+/// one of them, nor 0.
+pub const RESERVED_CODES: [u8; 6] = [120, 121, 122, 125, 126, 127];
+
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error> {
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut config = Config {
+        program: OsString::new(),
+        args: Vec::new(),
+        ckpt: None,
+        ckpt_exit_code: 85,
+        arch: ArchChoice::Auto,
+        keep_aslr: false,
+        no_compat_layout: false,
+        no_limit_32bit: false,
+        personality_optional: false,
+        maps: Vec::new(),
+        interval: None,
+        interval_continue: false,
+        verbose: false,
+        log: None,
+    };
+    let mut program = None;
+    while let Some(arg) = parser.next().map_err(lexopt_error)? {
+        match arg {
+            Short('c') | Long("ckpt") => config.ckpt = Some(nonempty(&mut parser, "--ckpt")?),
+            Long("ckpt-exit-code") => {
+                let text = string(&mut parser, "--ckpt-exit-code")?;
+                config.ckpt_exit_code = exit_code(&text)?;
+            }
+            Long("arch") => {
+                let text = string(&mut parser, "--arch")?;
+                config.arch = match text.as_str() {
+                    "auto" => ArchChoice::Auto,
+                    "x86_64" => ArchChoice::X86_64,
+                    "i386" | "i686" => ArchChoice::I386,
+                    _ => {
+                        return Err(Error::usage(
+                            format!("--arch {text}"),
+                            "expected auto, x86_64 or i386",
+                        ));
+                    }
+                };
+            }
+            Long("keep-aslr") => config.keep_aslr = true,
+            Long("no-compat-layout") => config.no_compat_layout = true,
+            Long("no-limit-32bit") => config.no_limit_32bit = true,
+            Long("personality-optional") => config.personality_optional = true,
+            Long("map") => {
+                let text = string(&mut parser, "--map")?;
+                config.maps.push(signal_map(&text)?);
+            }
+            Long("interval") => {
+                let text = string(&mut parser, "--interval")?;
+                config.interval = Some(seconds(&text).ok_or_else(|| {
+                    Error::usage(
+                        format!("--interval {text}"),
+                        "expected a positive number of seconds",
+                    )
+                })?);
+            }
+            Long("interval-continue") => config.interval_continue = true,
+            Short('v') | Long("verbose") => config.verbose = true,
+            Long("log") => config.log = Some(nonempty(&mut parser, "--log")?),
+            Short('h') | Long("help") => return Ok(Request::Help),
+            Short('V') | Long("version") => return Ok(Request::Version),
+            Value(value) => {
+                // PROGRAM: everything after it belongs to the job, untouched.
+                program = Some(value);
+                config.args = parser.raw_args().map_err(lexopt_error)?.collect();
+                break;
+            }
+            _ => return Err(lexopt_error(arg.unexpected())),
+        }
+    }
+    config.program =
+        program.ok_or_else(|| Error::usage("PROGRAM", "missing (see ckptrun --help)"))?;
+    if config.program.is_empty() {
+        return Err(Error::usage("PROGRAM", "is empty"));
+    }
+    if config.interval_continue && config.interval.is_none() {
+        return Err(Error::usage("--interval-continue", "needs --interval SECS"));
+    }
+    Ok(Request::Run(config))
+}
+
+fn string(parser: &mut lexopt::Parser, option: &str) -> Result<String, Error> {
+    let value = parser.value().map_err(lexopt_error)?;
+    value
+        .into_string()
+        .map_err(|v| Error::usage(format!("{option} {}", v.display()), "not valid UTF-8"))
+}
+
+fn nonempty(parser: &mut lexopt::Parser, option: &str) -> Result<OsString, Error> {
+    let value = parser.value().map_err(lexopt_error)?;
+    if value.is_empty() {
+        return Err(Error::usage(option, "needs a non-empty path"));
+    }
+    Ok(value)
+}
+
+fn exit_code(text: &str) -> Result<u8, Error> {
+    let what = || format!("--ckpt-exit-code {text}");
+    let code: u8 = text
+        .parse()
+        .map_err(|_| Error::usage(what(), "expected a number from 1 to 255"))?;
+    if code == 0 {
+        return Err(Error::usage(
+            what(),
+            "0 means success; pick a code the job uses for nothing else",
+        ));
+    }
+    if RESERVED_CODES.contains(&code) {
+        return Err(Error::usage(
+            what(),
+            "ckptrun reports its own verdicts with 120-122 and 125-127",
+        ));
+    }
+    Ok(code)
+}
+
+/// `FROM:TO`: FROM must be a signal ckptrun can receive and forward.
+fn signal_map(text: &str) -> Result<(Sig, Sig), Error> {
+    let what = || format!("--map {text}");
+    let (from, to) = text
+        .split_once(':')
+        .ok_or_else(|| Error::usage(what(), "expected FROM:TO"))?;
+    let from_sig = signals::parse(from)
+        .filter(|&s| s != 0)
+        .ok_or_else(|| Error::usage(what(), format!("unknown signal {from:?}")))?;
+    let to_sig =
+        signals::parse(to).ok_or_else(|| Error::usage(what(), format!("unknown signal {to:?}")))?;
+    if [libc::SIGKILL, libc::SIGSTOP].contains(&from_sig) {
+        return Err(Error::usage(
+            what(),
+            format!("{} cannot be caught", signals::Name(from_sig)),
+        ));
+    }
+    if from_sig == libc::SIGCHLD {
+        return Err(Error::usage(
+            what(),
+            "SIGCHLD is how ckptrun learns that the job ended",
+        ));
+    }
+    Ok((from_sig, to_sig))
+}
+
+/// A positive, finite number of seconds, e.g. `30` or `0.5`.
+fn seconds(text: &str) -> Option<Duration> {
+    let secs: f64 = text.parse().ok()?;
+    (secs.is_finite() && secs > 0.0 && secs < 1e9).then(|| Duration::from_secs_f64(secs))
+}
+
+fn lexopt_error(err: lexopt::Error) -> Error {
+    match err {
+        lexopt::Error::MissingValue { option: Some(o) } => Error::usage(o, "needs a value"),
+        lexopt::Error::UnexpectedOption(o) => {
+            Error::usage(o, "unknown option (see ckptrun --help)")
+        }
+        lexopt::Error::UnexpectedValue { option, .. } => Error::usage(option, "takes no value"),
+        other => Error::usage("usage", other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error;
+
+    fn run(args: &[&str]) -> Result<Config, Error> {
+        match parse(args.iter().map(OsString::from))? {
+            Request::Run(c) => Ok(c),
+            _ => panic!("not a run"),
+        }
+    }
+
+    #[test]
+    fn job_arguments_are_not_parsed() {
+        let c = run(&["-v", "./a.out", "-v", "--ckpt", "x", "--"]).unwrap();
+        assert!(c.verbose);
+        assert_eq!(c.program, "./a.out");
+        assert_eq!(c.args, ["-v", "--ckpt", "x", "--"]);
+        assert_eq!(c.ckpt, None);
+    }
+
+    #[test]
+    fn double_dash_ends_options() {
+        let c = run(&["--ckpt=f", "--", "--help", "x"]).unwrap();
+        assert_eq!(c.program, "--help");
+        assert_eq!(c.ckpt.as_deref(), Some("f".as_ref()));
+    }
+
+    #[test]
+    fn bad_input_is_a_usage_error() {
+        for args in [
+            &["--bogus", "x"][..],
+            &[],
+            &["--ckpt-exit-code", "0", "x"],
+            &["--ckpt-exit-code", "256", "x"],
+            &["--ckpt-exit-code", "126", "x"],
+            &["--map", "TERM", "x"],
+            &["--map", "KILL:TERM", "x"],
+            &["--map", "CHLD:TERM", "x"],
+            &["--map", "TERM:NOPE", "x"],
+            &["--interval", "0", "x"],
+            &["--interval", "-3", "x"],
+            &["--interval-continue", "x"],
+            &["--arch", "arm", "x"],
+            &["--ckpt", "", "x"],
+        ] {
+            let err = run(args).unwrap_err();
+            assert_eq!(err.code, error::LAUNCHER_FAILED, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn maps_and_interval() {
+        let c = run(&[
+            "--map",
+            "term:0",
+            "--map",
+            "USR1:SIGHUP",
+            "--interval",
+            "0.5",
+            "p",
+        ])
+        .unwrap();
+        assert_eq!(c.maps, [(libc::SIGTERM, 0), (libc::SIGUSR1, libc::SIGHUP)]);
+        assert_eq!(c.interval, Some(Duration::from_millis(500)));
+    }
+}

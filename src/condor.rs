@@ -1,0 +1,144 @@
+//! The protocol of condor_compile'd jobs (PROTOCOLS.md §1): start with
+//! `-_condor_ckpt FILE`, or `-_condor_restart FILE -_condor_relocatable`
+//! when FILE holds a checkpoint; SIGTSTP asks for "checkpoint and exit",
+//! SIGUSR2 for "checkpoint and continue"; a job that checkpointed and
+//! exited dies by SIGUSR2, which becomes HTCondor's checkpoint exit code.
+
+use std::ffi::OsString;
+
+use crate::ckptfile::{CkptFile, Found, Snapshot};
+use crate::cli::Config;
+use crate::error::Error;
+use crate::log::Log;
+use crate::protocol::{Action, Ended, Protocol, Routes, Verdict};
+use crate::signals::Name;
+use crate::sys::Sig;
+
+/// The job stopped on SIGTSTP instead of checkpointing: it is not
+/// condor_compile'd. ckptrun ended it.
+pub const NOT_CHECKPOINTABLE: u8 = 120;
+/// The job died by SIGUSR2 but wrote no checkpoint during this run.
+pub const NO_CHECKPOINT: u8 = 121;
+/// The job itself exited with the checkpoint code.
+pub const CODE_COLLISION: u8 = 122;
+
+/// The old checkpoint-wrapper's signal table: eviction (SIGTERM) and
+/// SIGTSTP mean "checkpoint and exit", SIGUSR2 "checkpoint and continue".
+const WRAPPER_ROUTES: [(Sig, Sig); 3] = [
+    (libc::SIGTERM, libc::SIGTSTP),
+    (libc::SIGTSTP, libc::SIGTSTP),
+    (libc::SIGUSR2, libc::SIGUSR2),
+];
+
+pub struct Condor {
+    ckpt: CkptFile,
+    before: Snapshot,
+    ckpt_exit_code: u8,
+    routes: Routes,
+    tick: Sig,
+    ended_by_us: bool,
+}
+
+impl Condor {
+    /// Looks at FILE and decides how the job starts; returns the protocol
+    /// and the arguments to append to the job's own.
+    pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
+        let path = config
+            .ckpt
+            .clone()
+            .unwrap_or_else(|| CkptFile::default_for(&config.program));
+        let ckpt = CkptFile::new(path)?;
+        let found = ckpt.prepare(log)?;
+        let file = ckpt.path.clone();
+        let extra: Vec<OsString> = match found {
+            Found::Image => {
+                log.info(format_args!("restart from {}", file.display()));
+                vec![
+                    "-_condor_restart".into(),
+                    file,
+                    "-_condor_relocatable".into(),
+                ]
+            }
+            Found::Absent | Found::Empty => {
+                if found == Found::Empty {
+                    log.info(format_args!(
+                        "{} is empty: treated as no checkpoint",
+                        file.display()
+                    ));
+                }
+                log.info(format_args!(
+                    "fresh start, checkpoints to {}",
+                    file.display()
+                ));
+                vec!["-_condor_ckpt".into(), file]
+            }
+        };
+        let protocol = Self {
+            before: ckpt.snapshot(),
+            ckpt,
+            ckpt_exit_code: config.ckpt_exit_code,
+            routes: Routes::new(&WRAPPER_ROUTES, &config.maps),
+            tick: if config.interval_continue {
+                libc::SIGUSR2
+            } else {
+                libc::SIGTSTP
+            },
+            ended_by_us: false,
+        };
+        Ok((protocol, extra))
+    }
+}
+
+impl Protocol for Condor {
+    fn on_signal(&mut self, sig: Sig) -> Action {
+        self.routes.route(sig)
+    }
+
+    fn on_tick(&mut self) -> Action {
+        Action::Forward(self.tick)
+    }
+
+    fn on_stop(&mut self, sig: Sig, log: &Log) -> Action {
+        if sig != libc::SIGTSTP {
+            // SIGSTOP from HTCondor's suspend, say: it will send SIGCONT.
+            log.info(format_args!("job stopped by {}; waiting", Name(sig)));
+            return Action::Drop;
+        }
+        log.warn(format_args!(
+            "job stopped on SIGTSTP instead of checkpointing: it is not condor_compile'd; ending it (exit {NOT_CHECKPOINTABLE})"
+        ));
+        self.ended_by_us = true;
+        Action::End
+    }
+
+    fn judge(&self, ended: Ended, log: &Log) -> Verdict {
+        let file = self.ckpt.path.display();
+        if self.ended_by_us {
+            return Verdict::Exit(NOT_CHECKPOINTABLE);
+        }
+        match (ended.exit_code(), ended.signal()) {
+            (_, Some(libc::SIGUSR2)) if self.ckpt.written_since(self.before) => {
+                log.info(format_args!(
+                    "job checkpointed to {file}; exit {}",
+                    self.ckpt_exit_code
+                ));
+                Verdict::Exit(self.ckpt_exit_code)
+            }
+            (_, Some(libc::SIGUSR2)) => {
+                log.warn(format_args!(
+                    "job died by SIGUSR2 but {file} was not written during this run; exit {NO_CHECKPOINT}"
+                ));
+                Verdict::Exit(NO_CHECKPOINT)
+            }
+            (Some(code), _) if code == self.ckpt_exit_code => {
+                log.warn(format_args!(
+                    "job itself exited {code}, the checkpoint code; reporting {CODE_COLLISION} so HTCondor does not restart it forever"
+                ));
+                Verdict::Exit(CODE_COLLISION)
+            }
+            (Some(code), _) => Verdict::Exit(code),
+            (_, Some(sig)) => Verdict::Signal(sig),
+            _ => Verdict::Exit(crate::error::LAUNCHER_FAILED),
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Ending ckptrun the way the verdict says: an exit code, or death by the
+//! job's signal so that HTCondor records ExitBySignal.
+
+use rustix::process::{Resource, Rlimit};
+
+use crate::log::Log;
+use crate::protocol::Verdict;
+use crate::signals::Name;
+use crate::sys::{self, SigAction, SigSet};
+
+pub fn finish(verdict: Verdict, log: &Log) -> ! {
+    match verdict {
+        Verdict::Exit(code) => {
+            log.info(format_args!("exit {code}"));
+            sys::exit_now(code.into())
+        }
+        Verdict::Signal(sig) if rustix::process::getpid().is_init() => {
+            // PID 1 cannot die by a signal it raises at itself (the kernel
+            // drops it), so say it the shell's way.
+            log.info(format_args!(
+                "job killed by {}; exit {} (PID 1)",
+                Name(sig),
+                128 + sig
+            ));
+            sys::exit_now(128 + sig)
+        }
+        Verdict::Signal(sig) => die_by(sig, log),
+    }
+}
+
+/// Dies by `sig`: default disposition, no core file (the job dumped its
+/// own if it was going to; HTCondor compares the raw wait status, core
+/// flag included), raised while blocked, then unblocked.
+fn die_by(sig: sys::Sig, log: &Log) -> ! {
+    log.info(format_args!("job killed by {}; dying by it too", Name(sig)));
+    let _ = rustix::process::setrlimit(
+        Resource::Core,
+        Rlimit {
+            current: Some(0),
+            maximum: None,
+        },
+    );
+    sys::set_action(sig, &SigAction::default_action());
+    let _ = sys::kill(rustix::process::getpid().as_raw_nonzero().get(), sig);
+    let mut only = SigSet::empty();
+    only.add(sig);
+    sys::set_mask(libc::SIG_UNBLOCK, &only);
+    // Still here: a signal whose default action is not to terminate.
+    sys::exit_now(128 + sig)
+}

@@ -1,0 +1,164 @@
+//! ckptrun: one static binary that starts a batch job so that it can
+//! checkpoint, be evicted, and resume where it left off.
+//!
+//! The story, step by step: block signals and note what was inherited;
+//! parse the command line; plan the launch (find PROGRAM, read its
+//! architecture, look for a checkpoint); set the personality; start the
+//! job; supervise it; turn its end into ckptrun's.
+//!
+//! `no_main`: the C runtime calls `main` directly, so Rust's start-up code
+//! never runs. That code would set SIGPIPE to SIG_IGN (which would leak
+//! into the job) and open /dev/null over closed descriptors (which the job
+//! would inherit); ckptrun must hand the job exactly what it was given.
+#![no_main]
+
+mod alloc_guard;
+mod ckptfile;
+mod cli;
+mod condor;
+mod error;
+mod exit;
+mod log;
+mod personality;
+mod program;
+mod protocol;
+mod signals;
+mod spawn;
+mod supervise;
+mod sys;
+
+use std::ffi::{CStr, OsString, c_char, c_int};
+use std::os::unix::ffi::OsStrExt;
+
+use crate::cli::{Config, Request};
+use crate::error::Error;
+use crate::log::Log;
+use crate::personality::{Arch, ArchChoice, Flags};
+use crate::protocol::{Protocol, Verdict};
+use crate::signals::Inherited;
+use crate::spawn::SpawnError;
+use crate::supervise::Periodic;
+
+#[unsafe(no_mangle)]
+extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
+    let inherited = Inherited::take();
+    let config = match cli::parse(args(argc, argv)) {
+        Ok(Request::Run(config)) => config,
+        Ok(Request::Help) => return print(cli::HELP),
+        Ok(Request::Version) => return print(&version()),
+        Err(e) => fail(&Log::stderr_only(), e),
+    };
+    let log = Log::open(config.log.as_deref(), config.verbose)
+        .unwrap_or_else(|e| fail(&Log::stderr_only(), e));
+    match run(&config, &inherited, &log) {
+        Ok(verdict) => exit::finish(verdict, &log),
+        Err(e) => fail(&log, e),
+    }
+}
+
+/// Plans, starts and supervises the job; returns how ckptrun should end.
+fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Error> {
+    let path = program::locate(&config.program, std::env::var_os("PATH"))?;
+    let arch = match config.arch {
+        ArchChoice::X86_64 => Arch::X86_64,
+        ArchChoice::I386 => Arch::I386,
+        ArchChoice::Auto => program::elf_arch(&path).unwrap_or_else(|| {
+            log.info(format_args!(
+                "{}: no readable ELF header; assuming {}",
+                path.display(),
+                Arch::NATIVE.name()
+            ));
+            Arch::NATIVE
+        }),
+    };
+    let (mut protocol, extra) = condor::Condor::plan(config, log)?;
+    let command = spawn::Command::new(&path, &config.program, &config.args, &extra)?;
+    let flags = Flags {
+        no_randomize: !config.keep_aslr,
+        compat_layout: !config.no_compat_layout,
+        limit_32bit: !config.no_limit_32bit,
+    };
+    personality::apply(
+        personality::persona(arch, flags),
+        config.personality_optional,
+        log,
+    )?;
+    supervise::adopt_orphans(log);
+    let periodic = config.interval.map(|every| Periodic {
+        every,
+        repeat: config.interval_continue,
+    });
+    let foreground = spawn::owns_terminal();
+    let allocate_for_test = alloc_guard::test_allocation_requested();
+
+    // From here on nothing allocates (debug builds abort if anything does).
+    alloc_guard::arm();
+    let job = match spawn::spawn(&command, inherited, foreground) {
+        Ok(pid) => pid,
+        Err(e) => return Ok(launch_failed(e, config, log)),
+    };
+    log.info(format_args!(
+        "started {} as pid {job} ({})",
+        config.program.display(),
+        arch.name()
+    ));
+    if allocate_for_test {
+        alloc_guard::allocate_for_test();
+    }
+    let ended = supervise::supervise(job, &mut protocol, periodic, log);
+    Ok(protocol.judge(ended, log))
+}
+
+/// The job did not start: say why, as env(1) would, without allocating.
+fn launch_failed(err: SpawnError, config: &Config, log: &Log) -> Verdict {
+    let program = config.program.display();
+    match err {
+        SpawnError::Launcher(errno) => {
+            log.warn(format_args!(
+                "cannot start {program}: {}",
+                sys::strerror(errno)
+            ));
+            Verdict::Exit(error::LAUNCHER_FAILED)
+        }
+        SpawnError::Exec(errno) => {
+            log.warn(format_args!("{program}: {}", sys::strerror(errno)));
+            let not_found = errno == libc::ENOENT || errno == libc::ENOTDIR;
+            Verdict::Exit(if not_found {
+                error::NOT_FOUND
+            } else {
+                error::CANNOT_EXECUTE
+            })
+        }
+    }
+}
+
+fn fail(log: &Log, err: Error) -> ! {
+    log.warn(format_args!("{err}"));
+    sys::exit_now(err.code.into())
+}
+
+fn print(text: &str) -> c_int {
+    let _ = rustix::io::write(rustix::stdio::stdout(), text.as_bytes());
+    0
+}
+
+fn version() -> String {
+    format!(
+        "ckptrun {} ({}, commit {})\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("CKPTRUN_TARGET"),
+        env!("CKPTRUN_COMMIT")
+    )
+}
+
+/// The arguments after argv[0], as the kernel gave them (any bytes).
+fn args(argc: c_int, argv: *const *const c_char) -> Vec<OsString> {
+    (1..argc.max(0) as usize)
+        .map(|i| {
+            // SAFETY: the C runtime passes argc valid pointers to
+            // NUL-terminated strings that live as long as the process.
+            let arg = unsafe { CStr::from_ptr(*argv.add(i)) };
+            std::ffi::OsStr::from_bytes(arg.to_bytes()).to_os_string()
+        })
+        .collect()
+}

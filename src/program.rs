@@ -1,0 +1,115 @@
+//! Finding PROGRAM as execvp(3) would, and reading which architecture its
+//! ELF header says it is for.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{self, Error};
+use crate::personality::Arch;
+
+/// musl's execvp default when PATH is unset.
+const DEFAULT_PATH: &str = "/usr/local/bin:/bin:/usr/bin";
+
+/// The file to execute for `program`: itself if it names a path (has a
+/// `/`), else the first executable regular file in PATH. As with execvp, a
+/// match that is not executable is used only if nothing better exists, so
+/// that exec reports "permission denied" rather than "not found".
+pub fn locate(program: &OsStr, path_var: Option<OsString>) -> Result<PathBuf, Error> {
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    let path_var = path_var.unwrap_or_else(|| DEFAULT_PATH.into());
+    let mut fallback = None;
+    for dir in std::env::split_paths(&path_var) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(program);
+        let Ok(meta) = std::fs::metadata(&candidate) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        if meta.permissions().mode() & 0o111 != 0
+            && rustix::fs::access(&candidate, rustix::fs::Access::EXEC_OK).is_ok()
+        {
+            return Ok(candidate);
+        }
+        fallback.get_or_insert(candidate);
+    }
+    fallback.ok_or_else(|| Error {
+        what: program.display().to_string(),
+        why: "not found in PATH".into(),
+        code: error::NOT_FOUND,
+    })
+}
+
+/// The architecture in `path`'s ELF header, or `None` if it is not a
+/// readable ELF file (a script, or execute-only).
+pub fn elf_arch(path: &Path) -> Option<Arch> {
+    let mut header = [0u8; 20];
+    std::fs::File::open(path)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    parse_elf_header(&header)
+}
+
+fn parse_elf_header(header: &[u8; 20]) -> Option<Arch> {
+    const EM_386: u16 = 3;
+    const EM_X86_64: u16 = 62;
+    if &header[..4] != b"\x7fELF" {
+        return None;
+    }
+    let machine = match header[5] {
+        1 => u16::from_le_bytes([header[18], header[19]]),
+        2 => u16::from_be_bytes([header[18], header[19]]),
+        _ => return None,
+    };
+    match (header[4], machine) {
+        (1, EM_386) => Some(Arch::I386),
+        (2, EM_X86_64) => Some(Arch::X86_64),
+        // x32 and other 32-bit ELF files run in a 32-bit personality.
+        (1, _) => Some(Arch::I386),
+        (2, _) => Some(Arch::X86_64),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(class: u8, machine: u16) -> [u8; 20] {
+        let mut h = [0u8; 20];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = class;
+        h[5] = 1;
+        h[18..20].copy_from_slice(&machine.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn reads_elf_class() {
+        assert_eq!(parse_elf_header(&header(1, 3)), Some(Arch::I386));
+        assert_eq!(parse_elf_header(&header(2, 62)), Some(Arch::X86_64));
+        let mut script = [0u8; 20];
+        script[..2].copy_from_slice(b"#!");
+        assert_eq!(parse_elf_header(&script), None);
+    }
+
+    #[test]
+    fn finds_through_path_like_execvp() {
+        let found = locate(OsStr::new("sh"), Some("/nonexistent:/bin:/usr/bin".into())).unwrap();
+        assert!(found.ends_with("sh"));
+        let err = locate(OsStr::new("no-such-program-xyz"), Some("/bin".into())).unwrap_err();
+        assert_eq!(err.code, error::NOT_FOUND);
+        assert_eq!(locate(OsStr::new("./x"), None).unwrap(), Path::new("./x"));
+    }
+}

@@ -1,0 +1,126 @@
+//! What varies between checkpoint protocols (condor today; self and dmtcp
+//! later): how a signal ckptrun receives reaches the job, what a periodic
+//! tick asks of it, what a stopped job means, and how its end is judged.
+//! Spawning, supervising, reaping and exiting are shared and know nothing
+//! of checkpoints.
+
+use core::fmt;
+
+use crate::log::Log;
+use crate::signals::{self, Name};
+use crate::sys::Sig;
+
+/// What the supervisor does to the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send the job this signal.
+    Forward(Sig),
+    /// Nothing.
+    Drop,
+    /// End the job: SIGTERM and SIGCONT now, SIGKILL if it lingers.
+    End,
+}
+
+/// How ckptrun ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Exit(u8),
+    /// Die by this signal (exit 128+N when that is impossible, as PID 1).
+    Signal(Sig),
+}
+
+/// How the job ended, as waitpid(2) reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    pub raw: i32,
+}
+
+impl Ended {
+    pub fn exit_code(self) -> Option<u8> {
+        libc::WIFEXITED(self.raw).then(|| libc::WEXITSTATUS(self.raw) as u8)
+    }
+
+    pub fn signal(self) -> Option<Sig> {
+        libc::WIFSIGNALED(self.raw).then(|| libc::WTERMSIG(self.raw))
+    }
+}
+
+impl fmt::Display for Ended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.exit_code(), self.signal()) {
+            (Some(code), _) => write!(f, "exited {code}"),
+            (_, Some(sig)) if libc::WCOREDUMP(self.raw) => {
+                write!(f, "killed by {} (core dumped)", Name(sig))
+            }
+            (_, Some(sig)) => write!(f, "killed by {}", Name(sig)),
+            _ => write!(f, "wait status 0x{:x}", self.raw),
+        }
+    }
+}
+
+pub trait Protocol {
+    /// ckptrun received `sig` (never SIGCHLD).
+    fn on_signal(&mut self, sig: Sig) -> Action;
+    /// The `--interval` timer fired.
+    fn on_tick(&mut self) -> Action;
+    /// The job stopped with `sig`.
+    fn on_stop(&mut self, sig: Sig, log: &Log) -> Action;
+    /// The job ended: how should ckptrun end?
+    fn judge(&self, ended: Ended, log: &Log) -> Verdict;
+}
+
+/// Which signal the job gets for each signal ckptrun receives: itself,
+/// unless a protocol default or `--map` says otherwise. 0 drops it.
+pub struct Routes([Sig; signals::MAX as usize + 1]);
+
+impl Routes {
+    pub fn new(defaults: &[(Sig, Sig)], user: &[(Sig, Sig)]) -> Self {
+        let mut table = [0; signals::MAX as usize + 1];
+        for (sig, to) in table.iter_mut().enumerate() {
+            *to = sig as Sig;
+        }
+        for &(from, to) in defaults.iter().chain(user) {
+            table[from as usize] = to;
+        }
+        Self(table)
+    }
+
+    pub fn route(&self, sig: Sig) -> Action {
+        match self.0.get(sig as usize).copied().unwrap_or(sig) {
+            0 => Action::Drop,
+            to => Action::Forward(to),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_default_then_user() {
+        let r = Routes::new(
+            &[(libc::SIGTERM, libc::SIGTSTP)],
+            &[(libc::SIGINT, 0), (libc::SIGTERM, libc::SIGTERM)],
+        );
+        assert_eq!(r.route(libc::SIGTERM), Action::Forward(libc::SIGTERM));
+        assert_eq!(r.route(libc::SIGINT), Action::Drop);
+        assert_eq!(r.route(libc::SIGHUP), Action::Forward(libc::SIGHUP));
+    }
+
+    #[test]
+    fn shows_how_the_job_ended() {
+        assert_eq!(Ended { raw: 3 << 8 }.to_string(), "exited 3");
+        assert_eq!(
+            Ended { raw: libc::SIGUSR2 }.to_string(),
+            "killed by SIGUSR2"
+        );
+        assert_eq!(
+            Ended {
+                raw: libc::SIGSEGV | 0x80
+            }
+            .to_string(),
+            "killed by SIGSEGV (core dumped)"
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! Signal names and ckptrun's own signal state: what it inherited (to hand
+//! back to the job) and the blocking that lets it receive every signal
+//! synchronously, even as PID 1.
+
+use core::fmt;
+
+use crate::sys::{self, Sig, SigAction, SigSet};
+
+/// The standard signals by name, without the `SIG` prefix.
+const NAMES: [(&str, Sig); 31] = [
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ILL", libc::SIGILL),
+    ("TRAP", libc::SIGTRAP),
+    ("ABRT", libc::SIGABRT),
+    ("BUS", libc::SIGBUS),
+    ("FPE", libc::SIGFPE),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("SEGV", libc::SIGSEGV),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CHLD", libc::SIGCHLD),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("TTIN", libc::SIGTTIN),
+    ("TTOU", libc::SIGTTOU),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("PWR", libc::SIGPWR),
+    ("SYS", libc::SIGSYS),
+];
+
+/// The highest signal number Linux delivers.
+pub const MAX: Sig = 64;
+
+/// Parses `TERM`, `SIGTERM`, `sigterm`, `15`, `RTMIN+2`. `0` is accepted
+/// only where the caller allows it (it means "none").
+pub fn parse(text: &str) -> Option<Sig> {
+    if let Ok(n) = text.parse::<Sig>() {
+        return (0..=MAX).contains(&n).then_some(n);
+    }
+    let upper = text.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    if let Some(&(_, sig)) = NAMES.iter().find(|(n, _)| *n == name) {
+        return Some(sig);
+    }
+    let rt = |offset: &str, base: Sig, sign: Sig| {
+        let k: Sig = if offset.is_empty() {
+            0
+        } else {
+            offset.parse().ok()?
+        };
+        let sig = base + sign * k;
+        (libc::SIGRTMIN()..=libc::SIGRTMAX())
+            .contains(&sig)
+            .then_some(sig)
+    };
+    if let Some(rest) = name.strip_prefix("RTMIN") {
+        return rt(rest.strip_prefix('+').unwrap_or(rest), libc::SIGRTMIN(), 1);
+    }
+    if let Some(rest) = name.strip_prefix("RTMAX") {
+        return rt(rest.strip_prefix('-').unwrap_or(rest), libc::SIGRTMAX(), -1);
+    }
+    None
+}
+
+/// Displays a signal as `SIGTERM`, `SIGRTMIN+2` or `signal 33`.
+pub struct Name(pub Sig);
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some((name, _)) = NAMES.iter().find(|(_, s)| *s == self.0) {
+            return write!(f, "SIG{name}");
+        }
+        let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+        if (min..=max).contains(&self.0) {
+            return write!(f, "SIGRTMIN+{}", self.0 - min);
+        }
+        write!(f, "signal {}", self.0)
+    }
+}
+
+/// What ckptrun inherited and changed, so the job gets it back exactly.
+pub struct Inherited {
+    /// The signal mask ckptrun started with.
+    pub mask: SigSet,
+    /// The SIGCHLD disposition ckptrun started with. If its parent left
+    /// SIGCHLD ignored, the kernel would reap our children behind our back,
+    /// so ckptrun resets it for itself and restores it for the job.
+    pub sigchld: SigAction,
+}
+
+impl Inherited {
+    /// Blocks every signal and makes SIGCHLD reportable; returns what was
+    /// there before. The first thing ckptrun does: a signal that arrives
+    /// while the job is being started waits, pending, until the supervisor
+    /// forwards it. Blocked signals are queued even when their disposition
+    /// is SIG_DFL or SIG_IGN, which is what lets PID 1 receive them.
+    pub fn take() -> Self {
+        let mask = sys::set_mask(libc::SIG_SETMASK, &SigSet::full());
+        let sigchld = sys::get_action(libc::SIGCHLD);
+        if sigchld.is_ignored() || sigchld.no_child_wait() {
+            sys::set_action(libc::SIGCHLD, &SigAction::default_action());
+        }
+        Self { mask, sigchld }
+    }
+
+    /// Gives the calling process back what ckptrun inherited. Called by
+    /// the child between fork and exec: async-signal-safe (sigaction,
+    /// sigprocmask).
+    pub fn restore(&self) {
+        sys::set_action(libc::SIGCHLD, &self.sigchld);
+        sys::set_mask(libc::SIG_SETMASK, &self.mask);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_names_numbers_and_realtime() {
+        assert_eq!(parse("TERM"), Some(libc::SIGTERM));
+        assert_eq!(parse("SIGTERM"), Some(libc::SIGTERM));
+        assert_eq!(parse("sigusr2"), Some(libc::SIGUSR2));
+        assert_eq!(parse("20"), Some(libc::SIGTSTP));
+        assert_eq!(parse("0"), Some(0));
+        assert_eq!(parse("65"), None);
+        assert_eq!(parse("-1"), None);
+        assert_eq!(parse("BOGUS"), None);
+        assert_eq!(parse("RTMIN"), Some(libc::SIGRTMIN()));
+        assert_eq!(parse("RTMIN+2"), Some(libc::SIGRTMIN() + 2));
+        assert_eq!(parse("RTMAX-1"), Some(libc::SIGRTMAX() - 1));
+        assert_eq!(parse("RTMIN+99"), None);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for sig in 1..=MAX {
+            let shown = Name(sig).to_string();
+            if let Some(name) = shown.strip_prefix("SIG") {
+                assert_eq!(parse(name), Some(sig), "{shown}");
+            }
+        }
+        assert_eq!(Name(libc::SIGTSTP).to_string(), "SIGTSTP");
+    }
+}

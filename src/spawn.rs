@@ -1,0 +1,148 @@
+//! Starting the job: everything is prepared before fork; the child only
+//! makes async-signal-safe calls and reports an exec failure to the
+//! parent through a close-on-exec pipe, so the parent knows, not guesses,
+//! why the job did not start.
+
+use std::ffi::{CString, OsStr, OsString, c_char};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rustix::pipe::{PipeFlags, pipe_with};
+use rustix::process::Pid as RPid;
+
+use crate::error::Error;
+use crate::signals::Inherited;
+use crate::sys::{self, Forked, Pid};
+
+/// The job's executable and argv, as C strings, built before fork.
+pub struct Command {
+    path: CString,
+    /// Owns the strings `argv` points into.
+    _args: Vec<CString>,
+    argv: Vec<*const c_char>,
+}
+
+impl Command {
+    /// `argv0 ARG... EXTRA...`, executing `path` (PROGRAM as found in PATH).
+    pub fn new(
+        path: &Path,
+        argv0: &OsStr,
+        args: &[OsString],
+        extra: &[OsString],
+    ) -> Result<Self, Error> {
+        let c = |s: &OsStr| {
+            CString::new(s.as_bytes()).map_err(|_| Error::usage(s.display(), "contains a NUL byte"))
+        };
+        let path = c(path.as_os_str())?;
+        let all = std::iter::once(argv0)
+            .chain(args.iter().map(|a| a.as_os_str()))
+            .chain(extra.iter().map(|a| a.as_os_str()));
+        let args = all.map(c).collect::<Result<Vec<_>, _>>()?;
+        let argv = args
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain(std::iter::once(core::ptr::null()))
+            .collect();
+        Ok(Self {
+            path,
+            _args: args,
+            argv,
+        })
+    }
+}
+
+/// Why the job did not start.
+#[derive(Clone, Copy, Debug)]
+pub enum SpawnError {
+    /// pipe(2) or fork(2) failed: ckptrun could not try.
+    Launcher(i32),
+    /// execve(2) failed with this errno.
+    Exec(i32),
+}
+
+/// Whether ckptrun's stdin is a terminal whose foreground is ckptrun's
+/// own process group: then the job, in a group of its own, must become
+/// the foreground or it would be stopped by SIGTTIN when it reads.
+pub fn owns_terminal() -> bool {
+    rustix::termios::tcgetpgrp(rustix::stdio::stdin())
+        .is_ok_and(|fg| fg == rustix::process::getpgrp())
+}
+
+/// Forks and execs the job in its own process group; returns its pid
+/// once exec has succeeded. Signals stay blocked in ckptrun throughout,
+/// so one that arrives now waits for the supervisor.
+pub fn spawn(
+    command: &Command,
+    inherited: &Inherited,
+    foreground: bool,
+) -> Result<Pid, SpawnError> {
+    let (read_end, write_end) =
+        pipe_with(PipeFlags::CLOEXEC).map_err(|e| SpawnError::Launcher(e.raw_os_error()))?;
+    match sys::fork().map_err(SpawnError::Launcher)? {
+        Forked::Child => {
+            drop(read_end);
+            exec_child(command, inherited, foreground, write_end)
+        }
+        Forked::Parent(pid) => {
+            drop(write_end);
+            // Also done by the child; doing it here too means the group
+            // exists before the parent signals it, whichever runs first.
+            // EACCES once the child has exec'd is expected.
+            let _ = rustix::process::setpgid(RPid::from_raw(pid), RPid::from_raw(pid));
+            match read_errno(read_end) {
+                None => Ok(pid),
+                Some(errno) => {
+                    // The child _exit()ed after reporting: reap it.
+                    let _ = rustix::process::waitpid(
+                        RPid::from_raw(pid),
+                        rustix::process::WaitOptions::empty(),
+                    );
+                    Err(SpawnError::Exec(errno))
+                }
+            }
+        }
+    }
+}
+
+/// The child between fork and exec. Only async-signal-safe calls
+/// (signal-safety(7)): setpgid, tcsetpgrp, sigaction, sigprocmask,
+/// execve, write, _exit. It touches only data prepared before fork and
+/// never allocates.
+fn exec_child(command: &Command, inherited: &Inherited, foreground: bool, report: OwnedFd) -> ! {
+    // Async-signal-safe: setpgid(2). Its own group, so that a terminal's
+    // job control and --pgroup signals reach the job and not ckptrun, and
+    // so that a stop signal is not discarded as it would be in an orphaned
+    // group.
+    let _ = rustix::process::setpgid(None, None);
+    if foreground {
+        // Async-signal-safe: tcsetpgrp(3) (an ioctl). SIGTTOU is still
+        // blocked here, so a background group may take the terminal.
+        let _ = rustix::termios::tcsetpgrp(rustix::stdio::stdin(), rustix::process::getpid());
+    }
+    // Async-signal-safe: sigaction(2), sigprocmask(2). The job gets the
+    // signal mask and SIGCHLD disposition ckptrun inherited; every other
+    // disposition ckptrun never changed, and exec keeps SIG_IGN.
+    inherited.restore();
+    // Async-signal-safe: execve(2); returns only on failure.
+    let errno = sys::execve(&command.path, &command.argv);
+    // Async-signal-safe: write(2), _exit(2).
+    let _ = rustix::io::write(&report, &errno.to_ne_bytes());
+    sys::exit_now(crate::error::NOT_FOUND as i32)
+}
+
+/// Reads the errno the child wrote, or `None` at end of file: the pipe
+/// closed on a successful exec.
+fn read_errno(pipe: OwnedFd) -> Option<i32> {
+    let mut buf = [0u8; 4];
+    let mut got = 0;
+    while got < buf.len() {
+        match rustix::io::read(&pipe, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    (got == buf.len()).then(|| i32::from_ne_bytes(buf))
+}

@@ -1,0 +1,200 @@
+//! Thin wrappers over the libc calls rustix does not offer safely: signal
+//! masks and dispositions, `sigtimedwait`, `kill` with any signal number
+//! (rustix wants a named `Signal`), `personality`, `fork`, `execve`,
+//! `_exit` and `strerror`. Each wrapper is one `unsafe` call and says why it
+//! is sound; the rest of ckptrun is safe Rust.
+//!
+//! Every function here that the child calls between `fork` and `exec` is
+//! async-signal-safe (signal-safety(7)): sigaction, sigprocmask, execve,
+//! _exit, and the errno read.
+
+use core::ffi::{CStr, c_char, c_int};
+use core::mem::MaybeUninit;
+use core::time::Duration;
+
+/// A signal number, as the kernel numbers them (1..=64).
+pub type Sig = c_int;
+
+/// A process id.
+pub type Pid = libc::pid_t;
+
+/// The errno of the last failed call on this thread.
+pub fn errno() -> c_int {
+    // SAFETY: __errno_location returns a valid pointer to this thread's
+    // errno for the thread's whole life; reading it is async-signal-safe.
+    unsafe { *libc::__errno_location() }
+}
+
+/// The C library's text for an errno, without allocating (musl keeps a
+/// static table). Used on paths where formatting an `io::Error` would
+/// allocate.
+pub fn strerror(e: c_int) -> &'static str {
+    // SAFETY: musl's strerror returns a pointer into a static, immutable,
+    // NUL-terminated table for any input; ckptrun has one thread.
+    let text = unsafe { CStr::from_ptr(libc::strerror(e)) };
+    text.to_str().unwrap_or("unknown error")
+}
+
+/// A set of signals (`sigset_t`).
+#[derive(Clone, Copy)]
+pub struct SigSet(libc::sigset_t);
+
+impl SigSet {
+    pub fn empty() -> Self {
+        let mut set = MaybeUninit::uninit();
+        // SAFETY: sigemptyset fully initialises the set it is given.
+        unsafe { libc::sigemptyset(set.as_mut_ptr()) };
+        // SAFETY: initialised just above.
+        Self(unsafe { set.assume_init() })
+    }
+
+    pub fn full() -> Self {
+        let mut set = MaybeUninit::uninit();
+        // SAFETY: sigfillset fully initialises the set it is given.
+        unsafe { libc::sigfillset(set.as_mut_ptr()) };
+        // SAFETY: initialised just above.
+        Self(unsafe { set.assume_init() })
+    }
+
+    pub fn add(&mut self, sig: Sig) {
+        // SAFETY: the set is initialised; an invalid number only makes it
+        // return EINVAL.
+        unsafe { libc::sigaddset(&mut self.0, sig) };
+    }
+}
+
+/// Replaces this thread's signal mask and returns the previous one
+/// (pthread_sigmask(3); async-signal-safe). It cannot fail with valid
+/// arguments.
+pub fn set_mask(how: c_int, set: &SigSet) -> SigSet {
+    let mut old = SigSet::empty();
+    // SAFETY: both pointers are to initialised sigset_t values we own.
+    unsafe { libc::pthread_sigmask(how, &set.0, &mut old.0) };
+    old
+}
+
+/// A signal disposition (`struct sigaction`), kept only to be restored.
+#[derive(Clone, Copy)]
+pub struct SigAction(libc::sigaction);
+
+impl SigAction {
+    /// `SIG_DFL` with no flags and an empty mask.
+    pub fn default_action() -> Self {
+        // SAFETY: an all-zero sigaction is SIG_DFL (0), no flags, and an
+        // empty mask on Linux.
+        Self(unsafe { core::mem::zeroed() })
+    }
+
+    pub fn is_ignored(&self) -> bool {
+        self.0.sa_sigaction == libc::SIG_IGN
+    }
+
+    /// SA_NOCLDWAIT: the kernel reaps children itself, so `waitpid`
+    /// would never report them.
+    pub fn no_child_wait(&self) -> bool {
+        self.0.sa_flags & libc::SA_NOCLDWAIT != 0
+    }
+}
+
+/// The current disposition of `sig` (sigaction(2)).
+pub fn get_action(sig: Sig) -> SigAction {
+    let mut old = SigAction::default_action();
+    // SAFETY: a null new action only reads; `old` is a valid sigaction.
+    unsafe { libc::sigaction(sig, core::ptr::null(), &mut old.0) };
+    old
+}
+
+/// Installs a disposition (sigaction(2); async-signal-safe).
+pub fn set_action(sig: Sig, action: &SigAction) {
+    // SAFETY: `action` is a valid sigaction holding SIG_DFL, SIG_IGN or a
+    // value the kernel itself gave us; a null old pointer is allowed.
+    unsafe { libc::sigaction(sig, &action.0, core::ptr::null_mut()) };
+}
+
+/// Waits for one of the (blocked) signals in `set`, at most `timeout`
+/// (sigtimedwait(2)). `None` means the time ran out or a wake-up without
+/// a signal; the caller loops.
+pub fn wait_signal(set: &SigSet, timeout: Option<Duration>) -> Option<Sig> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
+    let sig = match timeout {
+        Some(t) => {
+            let ts = libc::timespec {
+                tv_sec: t.as_secs().min(i32::MAX as u64) as _,
+                tv_nsec: t.subsec_nanos() as _,
+            };
+            // SAFETY: valid set, writable siginfo, valid timespec.
+            unsafe { libc::sigtimedwait(&set.0, info.as_mut_ptr(), &ts) }
+        }
+        // SAFETY: valid set, writable siginfo.
+        None => unsafe { libc::sigwaitinfo(&set.0, info.as_mut_ptr()) },
+    };
+    (sig > 0).then_some(sig)
+}
+
+/// Sends `sig` to `pid` (kill(2); async-signal-safe). Negative `pid`
+/// means a process group, as in kill(2).
+pub fn kill(pid: Pid, sig: Sig) -> Result<(), c_int> {
+    // SAFETY: kill has no memory arguments.
+    if unsafe { libc::kill(pid, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
+/// Sets this process's execution domain and returns the previous one;
+/// 0xffffffff only reads it (personality(2)).
+pub fn personality(persona: u32) -> Result<u32, c_int> {
+    // SAFETY: personality has no memory arguments.
+    let prev = unsafe { libc::personality(persona as libc::c_ulong) };
+    if prev == -1 {
+        Err(errno())
+    } else {
+        Ok(prev as u32)
+    }
+}
+
+pub enum Forked {
+    Child,
+    Parent(Pid),
+}
+
+/// fork(2).
+///
+/// Sound because ckptrun never starts a thread: the child is a full copy
+/// of a single-threaded process, so no lock can be held by a thread that
+/// does not exist in the child. The child still keeps to
+/// async-signal-safe calls (see `spawn::exec_child`).
+pub fn fork() -> Result<Forked, c_int> {
+    // SAFETY: see above.
+    match unsafe { libc::fork() } {
+        -1 => Err(errno()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid)),
+    }
+}
+
+unsafe extern "C" {
+    /// The process environment, handed on to the job unchanged.
+    static environ: *const *const c_char;
+}
+
+/// execve(2) with the current environment; returns only on failure, with
+/// the errno. Async-signal-safe.
+///
+/// `argv` must be a NULL-terminated array of pointers to NUL-terminated
+/// strings that outlive the call; `spawn::Command` builds it so.
+pub fn execve(path: &CStr, argv: &[*const c_char]) -> c_int {
+    debug_assert!(argv.last().is_some_and(|p| p.is_null()));
+    // SAFETY: path is NUL-terminated; argv is NULL-terminated (checked by
+    // the caller's construction); environ is libc's own array.
+    unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), environ) };
+    errno()
+}
+
+/// _exit(2): ends the process at once, running no destructor or atexit
+/// handler. Async-signal-safe.
+pub fn exit_now(code: c_int) -> ! {
+    // SAFETY: no arguments besides the code; never returns.
+    unsafe { libc::_exit(code) }
+}
