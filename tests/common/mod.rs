@@ -1,0 +1,248 @@
+//! Shared helpers: run the built ckptrun as a user would, in a scratch
+//! sandbox, with time limits so a hang fails the test instead of CI.
+#![allow(dead_code)]
+
+use std::borrow::BorrowMut;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub const CKPTRUN: &str = env!("CARGO_BIN_EXE_ckptrun");
+
+/// The x86_64 condor_compile'd stand-in (`examples/condor_job.rs`), which
+/// `cargo test` builds beside ckptrun.
+pub fn fixture() -> PathBuf {
+    Path::new(CKPTRUN)
+        .parent()
+        .unwrap()
+        .join("examples/condor_job")
+}
+
+/// The same fixture built for i686, a real ELF32 file. Built once per test
+/// run, in its own target directory so it does not wait on this build's lock.
+pub fn fixture_i686() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let target_dir = root.join("target/fixture-i686");
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "--quiet", "--example", "condor_job", "--target", "i686-unknown-linux-musl"])
+                .arg("--target-dir")
+                .arg(&target_dir)
+                .current_dir(root)
+                .status()
+                .expect("run cargo");
+            assert!(status.success(), "building the i686 fixture failed: is the target installed? (rustup target add i686-unknown-linux-musl)");
+            target_dir.join("i686-unknown-linux-musl/debug/examples/condor_job")
+        })
+        .clone()
+}
+
+/// A scratch directory standing in for a job's sandbox.
+pub struct Sandbox {
+    pub dir: PathBuf,
+}
+
+impl Sandbox {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("ckptrun-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir }
+    }
+
+    /// Copies the fixture in as `job`, as transfer_input_files would.
+    pub fn with_job(name: &str) -> Self {
+        let sandbox = Self::new(name);
+        std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+        sandbox
+    }
+
+    pub fn path(&self, name: impl AsRef<Path>) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// `ckptrun ARGS...` with this sandbox as working directory.
+    pub fn ckptrun<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(CKPTRUN);
+        cmd.args(args).current_dir(&self.dir);
+        cmd
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A running ckptrun.
+pub struct Running {
+    pub child: Child,
+}
+
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    pub fn signal(&self) -> Option<i32> {
+        self.status.signal()
+    }
+}
+
+pub fn start(mut cmd: impl BorrowMut<Command>) -> Running {
+    let child = cmd
+        .borrow_mut()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ckptrun");
+    Running { child }
+}
+
+/// Runs to the end (at most 30 s).
+pub fn run(cmd: impl BorrowMut<Command>) -> Finished {
+    start(cmd).finish()
+}
+
+impl Running {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill has no memory arguments.
+        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0, "kill {sig}");
+    }
+
+    /// Waits until `path` exists (the fixture's report says it is ready).
+    pub fn wait_for(&mut self, path: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !path.exists() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let out = self.collect(status);
+                panic!(
+                    "ckptrun ended ({:?}) before {} appeared; stderr:\n{}",
+                    out.status,
+                    path.display(),
+                    out.stderr
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} never appeared",
+                path.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the end (at most 30 s; then kills it and fails).
+    pub fn finish(mut self) -> Finished {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return self.collect(status);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let status = self.child.wait().unwrap();
+                let out = self.collect(status);
+                panic!("ckptrun did not end within 30 s; stderr:\n{}", out.stderr);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn collect(&mut self, status: ExitStatus) -> Finished {
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        if let Some(mut s) = self.child.stdout.take() {
+            s.read_to_string(&mut stdout).unwrap();
+        }
+        if let Some(mut s) = self.child.stderr.take() {
+            s.read_to_string(&mut stderr).unwrap();
+        }
+        Finished {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+/// What the fixture reported: its personality and its raw argv.
+pub struct Report {
+    pub personality: String,
+    pub argv: Vec<Vec<u8>>,
+}
+
+pub fn read_report(path: &Path) -> Report {
+    let bytes = std::fs::read(path).unwrap();
+    let newline = bytes.iter().position(|&b| b == b'\n').unwrap();
+    let personality = String::from_utf8(bytes[..newline].to_vec()).unwrap();
+    let mut argv: Vec<Vec<u8>> = bytes[newline + 1..]
+        .split(|&b| b == 0)
+        .map(<[u8]>::to_vec)
+        .collect();
+    argv.pop();
+    Report { personality, argv }
+}
+
+/// Runs `pre` in the child before ckptrun is exec'd (signal setup).
+pub fn before_exec(cmd: &mut Command, pre: impl Fn() + Send + Sync + 'static) {
+    // SAFETY: the closures tests pass make only async-signal-safe libc
+    // calls (sigprocmask, sigaction, raise, setuid).
+    unsafe {
+        cmd.pre_exec(move || {
+            pre();
+            Ok(())
+        });
+    }
+}
+
+/// A signal set holding `sigs`.
+pub fn sigset(sigs: &[i32]) -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set; sigaddset fills it.
+    unsafe {
+        let mut set = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Asserts that stderr is one line of the form `ckptrun: what: why`
+/// containing `needle`.
+pub fn assert_one_error_line(out: &Finished, needle: &str) {
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "want one line, got {:?}", out.stderr);
+    assert!(lines[0].starts_with("ckptrun: "), "{:?}", lines[0]);
+    assert!(
+        lines[0].matches(": ").count() >= 2,
+        "want `ckptrun: what: why`, got {:?}",
+        lines[0]
+    );
+    assert!(lines[0].contains(needle), "{:?} lacks {needle:?}", lines[0]);
+}

@@ -1,0 +1,268 @@
+//! ckptrun driving condor_compile'd jobs, as a user would: a job, a
+//! signal, an expected exit and files.
+
+mod common;
+
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+use common::*;
+
+/// An uninterrupted run of the fixture, for comparison.
+fn uninterrupted(steps: &str) -> String {
+    let sandbox = Sandbox::with_job("uninterrupted");
+    let out = run(sandbox.ckptrun(["./job", steps, "5"]));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    out.stdout
+}
+
+#[test]
+fn evicted_twice_then_resumes_with_the_same_result() {
+    let expected = uninterrupted("60");
+    let sandbox = Sandbox::with_job("cycle");
+    let report = sandbox.path("report");
+    for eviction in 0..2 {
+        let _ = std::fs::remove_file(&report);
+        let mut job = start(
+            sandbox
+                .ckptrun(["--log", "ckptrun.log", "./job", "60", "20"])
+                .env("CONDOR_JOB_REPORT", &report),
+        );
+        job.wait_for(&report);
+        std::thread::sleep(Duration::from_millis(300));
+        job.signal(libc::SIGTERM); // HTCondor's vacate
+        let out = job.finish();
+        assert_eq!(out.code(), Some(85), "eviction {eviction}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("checkpointed at step"),
+            "{}",
+            out.stderr
+        );
+        assert!(sandbox.path("job.ckpt").exists());
+        assert!(!sandbox.path("job.ckpt.tmp").exists());
+        if eviction == 1 {
+            let argv = read_report(&report).argv;
+            assert_eq!(
+                argv[3..],
+                [
+                    b"-_condor_restart".to_vec(),
+                    b"./job.ckpt".to_vec(),
+                    b"-_condor_relocatable".to_vec()
+                ]
+            );
+        }
+    }
+    let out = run(sandbox.ckptrun(["--log", "ckptrun.log", "./job", "60", "20"]));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
+    assert_eq!(out.stdout, expected);
+
+    let log = std::fs::read_to_string(sandbox.path("ckptrun.log")).unwrap();
+    for needle in [
+        "fresh start",
+        "restart from ./job.ckpt",
+        "received SIGTERM",
+        "sent SIGTSTP",
+        "exit 85",
+        "exit 0",
+    ] {
+        assert!(log.contains(needle), "log lacks {needle:?}:\n{log}");
+    }
+    assert!(
+        log.lines()
+            .all(|l| l.starts_with("20") && l.contains("Z ckptrun[")),
+        "{log}"
+    );
+}
+
+#[test]
+fn first_start_passes_ckpt_after_the_jobs_own_arguments() {
+    let sandbox = Sandbox::with_job("args");
+    let report = sandbox.path("report");
+    let weird = std::ffi::OsStr::from_bytes(b"caf\xe9 \xff");
+    let out = run(sandbox
+        .ckptrun(["-c", "state/ck"])
+        .arg("./job")
+        .args(["0", "1", "two words", ""])
+        .arg(weird)
+        .env("CONDOR_JOB_REPORT", &report));
+    // state/ does not exist: ckptrun refuses before starting anything.
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(&out, "state: cannot write checkpoints there");
+
+    std::fs::create_dir(sandbox.path("state")).unwrap();
+    let out = run(sandbox
+        .ckptrun(["-c", "state/ck"])
+        .arg("./job")
+        .args(["0", "1", "two words", ""])
+        .arg(weird)
+        .env("CONDOR_JOB_REPORT", &report));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let argv = read_report(&report).argv;
+    let want: Vec<Vec<u8>> = [
+        &b"./job"[..],
+        b"0",
+        b"1",
+        b"two words",
+        b"",
+        b"caf\xe9 \xff",
+        b"-_condor_ckpt",
+        b"state/ck",
+    ]
+    .iter()
+    .map(|a| a.to_vec())
+    .collect();
+    assert_eq!(argv, want);
+}
+
+#[test]
+fn periodic_checkpoint_and_exit() {
+    let sandbox = Sandbox::with_job("interval");
+    let out = run(sandbox.ckptrun(["--interval", "0.5", "./job", "1000", "10"]));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(sandbox.path("job.ckpt").exists());
+    // The next run restarts from it.
+    let out = run(sandbox.ckptrun(["--interval", "0.5", "./job", "1000", "10"]));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
+}
+
+#[test]
+fn periodic_checkpoint_and_continue() {
+    let sandbox = Sandbox::with_job("interval-continue");
+    let report = sandbox.path("report");
+    let mut job = start(
+        sandbox
+            .ckptrun([
+                "--interval",
+                "0.2",
+                "--interval-continue",
+                "./job",
+                "60",
+                "20",
+            ])
+            .env("CONDOR_JOB_REPORT", &report),
+    );
+    job.wait_for(&report);
+    let ckpt = sandbox.path("job.ckpt");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ckpt.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no periodic checkpoint written"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = job.finish();
+    assert_eq!(
+        out.code(),
+        Some(0),
+        "the job keeps running to its end: {}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("60 steps"));
+}
+
+#[test]
+fn a_stale_tmp_is_removed_and_logged() {
+    let sandbox = Sandbox::with_job("stale");
+    std::fs::write(sandbox.path("job.ckpt.tmp"), b"half a checkp").unwrap();
+    let out = run(sandbox.ckptrun(["--log", "log", "./job", "1", "1"]));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(!sandbox.path("job.ckpt.tmp").exists());
+    let log = std::fs::read_to_string(sandbox.path("log")).unwrap();
+    assert!(
+        log.contains("removed stale ./job.ckpt.tmp (13 bytes)"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_stale_tmp_symlink_is_removed_without_touching_its_target() {
+    let sandbox = Sandbox::with_job("stale-link");
+    std::fs::write(sandbox.path("precious"), b"user data").unwrap();
+    std::os::unix::fs::symlink(sandbox.path("precious"), sandbox.path("job.ckpt.tmp")).unwrap();
+    let out = run(sandbox.ckptrun(["./job", "1", "1"]));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(std::fs::symlink_metadata(sandbox.path("job.ckpt.tmp")).is_err());
+    assert_eq!(
+        std::fs::read(sandbox.path("precious")).unwrap(),
+        b"user data"
+    );
+}
+
+#[test]
+fn an_empty_checkpoint_file_means_a_fresh_start() {
+    // A placeholder listed in transfer_input_files.
+    let sandbox = Sandbox::with_job("empty");
+    let report = sandbox.path("report");
+    std::fs::write(sandbox.path("job.ckpt"), b"").unwrap();
+    let out = run(sandbox
+        .ckptrun(["./job", "1", "1"])
+        .env("CONDOR_JOB_REPORT", &report));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(
+        read_report(&report).argv[3..],
+        [b"-_condor_ckpt".to_vec(), b"./job.ckpt".to_vec()]
+    );
+}
+
+#[test]
+fn a_corrupt_image_kills_the_restore_and_ckptrun_dies_the_same_way() {
+    let sandbox = Sandbox::with_job("corrupt");
+    std::fs::write(sandbox.path("job.ckpt"), b"not an image").unwrap();
+    let out = run(sandbox.ckptrun(["./job", "5", "1"]));
+    assert_eq!(
+        out.signal(),
+        Some(libc::SIGKILL),
+        "{:?} {}",
+        out.status,
+        out.stderr
+    );
+}
+
+#[test]
+fn a_signal_sent_before_ckptrun_is_ready_still_checkpoints() {
+    // SIGTERM is already pending when ckptrun starts: the earliest
+    // instant of the start-up window. The test's mask also blocks SIGTSTP,
+    // which the job inherits, so the forwarded request waits for the job's
+    // handler instead of racing it.
+    let sandbox = Sandbox::with_job("startup-signal");
+    let mut cmd = sandbox.ckptrun(["./job", "1000", "10"]);
+    before_exec(&mut cmd, || {
+        let set = sigset(&[libc::SIGTERM, libc::SIGTSTP]);
+        // SAFETY: async-signal-safe calls on a local set.
+        unsafe {
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            libc::raise(libc::SIGTERM);
+        }
+    });
+    let out = run(&mut cmd);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(sandbox.path("job.ckpt").exists());
+}
+
+#[test]
+fn a_signal_at_any_instant_of_start_up_is_forwarded() {
+    // SIGTERM sent after spawning ckptrun, at several delays that fall
+    // before ckptrun blocks signals, during planning, between fork and
+    // exec, and after exec. The test's mask blocks SIGTERM (so ckptrun has
+    // no instant at which SIGTERM could kill it before it blocks it
+    // itself) and SIGTSTP (which the job inherits, so the forwarded request
+    // waits for the job's handler). None may be lost.
+    for delay_us in [0u64, 200, 500, 1000, 3000] {
+        let sandbox = Sandbox::with_job(&format!("startup-{delay_us}"));
+        let mut cmd = sandbox.ckptrun(["./job", "1000", "10"]);
+        before_exec(&mut cmd, || {
+            let set = sigset(&[libc::SIGTERM, libc::SIGTSTP]);
+            // SAFETY: async-signal-safe call on a local set.
+            unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        });
+        let job = start(&mut cmd);
+        std::thread::sleep(Duration::from_micros(delay_us));
+        job.signal(libc::SIGTERM);
+        let out = job.finish();
+        assert_eq!(out.code(), Some(85), "delay {delay_us} us: {}", out.stderr);
+        assert!(sandbox.path("job.ckpt").exists());
+    }
+}

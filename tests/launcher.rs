@@ -1,0 +1,453 @@
+//! What ckptrun gives the job (personality, argv, signal state,
+//! descriptors) and how it fails on bad input.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+/// What `cat /proc/self/personality` prints under `prefix`. `sh -c` is the
+/// job so that the appended -_condor_* arguments are harmless.
+fn personality_under(sandbox: &Sandbox, ckptrun_args: &[&str]) -> String {
+    let mut args: Vec<&str> = ckptrun_args.to_vec();
+    args.extend(["--", "sh", "-c", "exec cat /proc/self/personality", "sh"]);
+    let out = run(sandbox.ckptrun(args));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    out.stdout
+}
+
+fn setarch(args: &[&str]) -> String {
+    let out = Command::new("setarch")
+        .args(args)
+        .args(["cat", "/proc/self/personality"])
+        .output()
+        .expect("setarch (util-linux)");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn personality_equals_setarchs() {
+    let sandbox = Sandbox::new("personality");
+    assert_eq!(
+        personality_under(&sandbox, &[]),
+        setarch(&["x86_64", "-L", "-B", "-R"])
+    );
+    assert_eq!(personality_under(&sandbox, &[]), "00a40000\n");
+    assert_eq!(
+        personality_under(&sandbox, &["--arch", "i386"]),
+        setarch(&["i386", "-L", "-B", "-R"])
+    );
+    assert_eq!(
+        personality_under(&sandbox, &["--keep-aslr"]),
+        setarch(&["x86_64", "-L", "-B"])
+    );
+    assert_eq!(
+        personality_under(&sandbox, &["--no-compat-layout"]),
+        setarch(&["x86_64", "-B", "-R"])
+    );
+    assert_eq!(
+        personality_under(&sandbox, &["--no-limit-32bit"]),
+        setarch(&["x86_64", "-L", "-R"])
+    );
+}
+
+#[test]
+fn arch_auto_reads_the_elf_header() {
+    for (fixture, want) in [(fixture(), "00a40000"), (fixture_i686(), "00a40008")] {
+        let sandbox = Sandbox::new("arch-auto");
+        std::fs::copy(&fixture, sandbox.path("job")).unwrap();
+        let report = sandbox.path("report");
+        let out = run(sandbox
+            .ckptrun(["./job", "1", "1"])
+            .env("CONDOR_JOB_REPORT", &report));
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert_eq!(
+            read_report(&report).personality,
+            want,
+            "{}",
+            fixture.display()
+        );
+    }
+}
+
+#[test]
+fn a_32bit_job_checkpoints_and_restarts_too() {
+    let sandbox = Sandbox::new("i686-cycle");
+    std::fs::copy(fixture_i686(), sandbox.path("job")).unwrap();
+    let out = run(sandbox.ckptrun(["--interval", "0.3", "./job", "1000", "5"]));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let out = run(sandbox.ckptrun(["./job", "100", "1"]));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
+}
+
+#[test]
+fn two_runs_see_identical_addresses() {
+    let sandbox = Sandbox::new("no-aslr");
+    let maps = || {
+        let out = run(sandbox.ckptrun(["--", "sh", "-c", "exec cat /proc/self/maps", "sh"]));
+        assert_eq!(out.code(), Some(0));
+        out.stdout
+    };
+    let first = maps();
+    assert!(first.contains("[stack]"));
+    assert_eq!(
+        first,
+        maps(),
+        "stack and mmap addresses differ between runs"
+    );
+    // Without ckptrun they differ (ASLR is on here), so the test can fail.
+    let direct = || {
+        String::from_utf8(
+            Command::new("cat")
+                .arg("/proc/self/maps")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+    };
+    assert_ne!(
+        direct(),
+        direct(),
+        "ASLR is off on this machine: the comparison above proves nothing"
+    );
+}
+
+#[test]
+fn refused_personality_is_exit_125_unless_optional() {
+    // A seccomp filter that answers EPERM as Docker's default profile does.
+    let sandbox = Sandbox::new("seccomp");
+    let mut cmd = sandbox.ckptrun(["--", "sh", "-c", "exec cat /proc/self/personality", "sh"]);
+    before_exec(&mut cmd, deny_personality_like_docker);
+    let out = run(&mut cmd);
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(&out, "personality(0x00a40000): Operation not permitted");
+    assert!(
+        out.stderr.contains("--personality-optional"),
+        "{}",
+        out.stderr
+    );
+
+    let mut cmd = sandbox.ckptrun([
+        "--personality-optional",
+        "--",
+        "sh",
+        "-c",
+        "exec cat /proc/self/personality",
+        "sh",
+    ]);
+    before_exec(&mut cmd, deny_personality_like_docker);
+    let out = run(&mut cmd);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "00000000\n");
+    assert!(out.stderr.contains("running anyway"), "{}", out.stderr);
+}
+
+/// Installs a seccomp filter allowing personality() only with 0, 0x8,
+/// 0x20000, 0x20008 and 0xffffffff (Docker's default profile).
+fn deny_personality_like_docker() {
+    const PERSONALITY: u32 = libc::SYS_personality as u32;
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let ld = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u32;
+    let ret = (libc::BPF_RET | libc::BPF_K) as u32;
+    let filter = [
+        stmt(ld, 0),            // syscall number
+        jeq(PERSONALITY, 0, 6), // not personality: allow
+        stmt(ld, 16),           // args[0], low word
+        jeq(0, 4, 0),
+        jeq(0x8, 3, 0),
+        jeq(0x20000, 2, 0),
+        jeq(0x20008, 1, 0),
+        jeq(0xffff_ffff, 0, 1),
+        stmt(ret, libc::SECCOMP_RET_ALLOW),
+        stmt(ret, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut _,
+    };
+    // SAFETY: prctl with a valid filter program that outlives the call.
+    unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const _,
+        );
+    }
+}
+
+#[test]
+fn bad_input_is_one_line_and_the_documented_code() {
+    let sandbox = Sandbox::new("bad-input");
+    std::fs::write(sandbox.path("not-executable"), b"#!/bin/sh\n").unwrap();
+    std::fs::create_dir(sandbox.path("a-dir")).unwrap();
+    std::fs::create_dir(sandbox.path("ck-dir")).unwrap();
+    std::fs::create_dir(sandbox.path("tmp-dir.ckpt.tmp")).unwrap();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["--bogus", "true"], 125, "--bogus: unknown option"),
+        (&[], 125, "PROGRAM: missing"),
+        (&["--ckpt"], 125, "--ckpt: needs a value"),
+        (
+            &["--ckpt-exit-code", "0", "true"],
+            125,
+            "--ckpt-exit-code 0:",
+        ),
+        (
+            &["--ckpt-exit-code", "300", "true"],
+            125,
+            "--ckpt-exit-code 300:",
+        ),
+        (
+            &["--ckpt-exit-code", "127", "true"],
+            125,
+            "--ckpt-exit-code 127:",
+        ),
+        (
+            &["--map", "TERM:BOGUS", "true"],
+            125,
+            "unknown signal \"BOGUS\"",
+        ),
+        (
+            &["--map", "KILL:TERM", "true"],
+            125,
+            "SIGKILL cannot be caught",
+        ),
+        (&["--map", "TERM", "true"], 125, "expected FROM:TO"),
+        (&["--arch", "sparc", "true"], 125, "--arch sparc:"),
+        (&["--interval", "soon", "true"], 125, "--interval soon:"),
+        (&["--interval-continue", "true"], 125, "needs --interval"),
+        (&["-c", "ck-dir", "true"], 125, "ck-dir: is a directory"),
+        (
+            &["-c", "missing/ck", "true"],
+            125,
+            "missing: cannot write checkpoints there: No such file or directory",
+        ),
+        (
+            &["-c", "tmp-dir.ckpt", "true"],
+            125,
+            "tmp-dir.ckpt.tmp: is a directory",
+        ),
+        (
+            &["no-such-program-anywhere"],
+            127,
+            "no-such-program-anywhere: not found in PATH",
+        ),
+        (
+            &["./no-such-file"],
+            127,
+            "./no-such-file: No such file or directory",
+        ),
+        (
+            &["./not-executable"],
+            126,
+            "./not-executable: Permission denied",
+        ),
+        (&["./a-dir"], 126, "./a-dir: Permission denied"),
+    ];
+    for (args, code, needle) in cases {
+        let out = run(sandbox.ckptrun(*args));
+        assert_eq!(out.code(), Some(*code), "{args:?}: {}", out.stderr);
+        assert_one_error_line(&out, needle);
+    }
+}
+
+#[test]
+fn an_unwritable_sandbox_is_refused_before_the_job_starts() {
+    let sandbox = Sandbox::new("read-only");
+    let dir = sandbox.path("ro");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
+    let mut cmd = sandbox.ckptrun(["--", "sh", "-c", "touch ran", "sh"]);
+    cmd.current_dir(&dir);
+    // As root, permission bits do not stop us: run as nobody.
+    before_exec(&mut cmd, || {
+        // SAFETY: async-signal-safe; a failure leaves us root and the
+        // assertion below fails loudly.
+        unsafe {
+            if libc::geteuid() == 0 {
+                libc::setgid(65534);
+                libc::setuid(65534);
+            }
+        }
+    });
+    let out = run(&mut cmd);
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(&out, ".: cannot write checkpoints there: Permission denied");
+    assert!(!dir.join("ran").exists());
+}
+
+#[test]
+fn the_job_inherits_ckptruns_signal_mask_and_ignored_signals() {
+    // The job reports its own SigBlk/SigIgn; ckptrun must hand on exactly
+    // what it was given: SIGPIPE not ignored (Rust's runtime would ignore
+    // it), SIGHUP and SIGCHLD ignored, SIGUSR1 and SIGWINCH blocked.
+    // `cat` is the job because it leaves its dispositions alone (dash and
+    // perl reset an ignored SIGCHLD); after `--` it prints the status in
+    // full, then fails on the appended -_condor_* names, both ways alike.
+    let status_of = |via_ckptrun: bool| {
+        let sandbox = Sandbox::new("inherit");
+        let mut cmd = if via_ckptrun {
+            sandbox.ckptrun(["--", "cat"])
+        } else {
+            Command::new("cat")
+        };
+        cmd.args(["/proc/self/status", "--"]);
+        if !via_ckptrun {
+            cmd.args(["-_condor_ckpt", "cat.ckpt"]);
+        }
+        before_exec(&mut cmd, || {
+            let set = sigset(&[libc::SIGUSR1, libc::SIGWINCH]);
+            // SAFETY: async-signal-safe calls.
+            unsafe {
+                libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+            }
+        });
+        let out = run(&mut cmd);
+        assert_eq!(out.code(), Some(1), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("-_condor_ckpt: No such file"),
+            "{}",
+            out.stderr
+        );
+        let field = |name: &str| {
+            let line = out.stdout.lines().find(|l| l.starts_with(name)).unwrap();
+            u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+        };
+        (field("SigBlk:"), field("SigIgn:"))
+    };
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    let (blocked, ignored) = status_of(true);
+    assert_eq!((blocked, ignored), status_of(false));
+    assert_eq!(
+        blocked & (bit(libc::SIGUSR1) | bit(libc::SIGWINCH)),
+        bit(libc::SIGUSR1) | bit(libc::SIGWINCH)
+    );
+    assert_eq!(
+        blocked & bit(libc::SIGTERM),
+        0,
+        "ckptrun's own blocking leaked"
+    );
+    assert_eq!(
+        ignored & bit(libc::SIGPIPE),
+        0,
+        "SIGPIPE ignored: Rust's default leaked"
+    );
+    assert_ne!(ignored & bit(libc::SIGHUP), 0);
+    assert_ne!(ignored & bit(libc::SIGCHLD), 0);
+}
+
+#[test]
+fn an_ignored_sigchld_does_not_hide_the_jobs_status() {
+    let sandbox = Sandbox::new("sigchld-ignored");
+    let mut cmd = sandbox.ckptrun(["--", "sh", "-c", "exit 9", "sh"]);
+    before_exec(&mut cmd, || {
+        // SAFETY: async-signal-safe.
+        unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    });
+    assert_eq!(run(&mut cmd).code(), Some(9));
+}
+
+#[test]
+fn the_job_gets_exactly_ckptruns_descriptors() {
+    // Whatever this test process passes on (cargo's jobserver, say), the
+    // job sees the same set as without ckptrun: nothing ckptrun opened
+    // (its log, its exec-report pipe) leaks, nothing is added.
+    let sandbox = Sandbox::new("fds");
+    // With stdin closed, a runtime that reopened /dev/null on fd 0 would
+    // show up as an extra link here.
+    let list = "exec ls -l --time-style=+ /proc/self/fd";
+    let fds = |mut cmd: Command, close_stdin: bool| {
+        if close_stdin {
+            before_exec(&mut cmd, || {
+                // SAFETY: async-signal-safe.
+                unsafe { libc::close(0) };
+            });
+        }
+        let out = run(&mut cmd);
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        // "... 1 -> pipe:[8461]": keep the descriptor and what kind of
+        // file it is, not inode or pid numbers.
+        let links: Vec<String> = out
+            .stdout
+            .lines()
+            .filter_map(|l| l.split_once(" -> "))
+            .map(|(left, target)| {
+                let fd = left.split_whitespace().last().unwrap();
+                let kind: String = target.chars().filter(|c| !c.is_ascii_digit()).collect();
+                format!("{fd} -> {kind}")
+            })
+            .collect();
+        links
+    };
+    let direct = || {
+        let mut c = Command::new("sh");
+        c.args(["-c", list, "sh"]).current_dir(&sandbox.dir);
+        c
+    };
+    for close_stdin in [false, true] {
+        let via = fds(
+            sandbox.ckptrun(["--log", "log", "--", "sh", "-c", list, "sh"]),
+            close_stdin,
+        );
+        assert_eq!(via, fds(direct(), close_stdin));
+    }
+}
+
+#[test]
+fn version_and_help() {
+    let sandbox = Sandbox::new("version");
+    let out = run(sandbox.ckptrun(["--version"]));
+    assert_eq!(out.code(), Some(0));
+    assert!(
+        out.stdout.starts_with(&format!(
+            "ckptrun {} (x86_64-unknown-linux-musl, commit ",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{}",
+        out.stdout
+    );
+    let out = run(sandbox.ckptrun(["-h"]));
+    assert_eq!(out.code(), Some(0));
+    assert!(out.stdout.contains("--ckpt-exit-code"));
+}
+
+#[test]
+fn the_allocation_guard_is_live_in_test_builds() {
+    // The integration tests run against a debug build whose allocator
+    // aborts on any allocation after the job started; this shows the guard
+    // would catch one, so the other tests passing means none happened.
+    let sandbox = Sandbox::new("alloc-guard");
+    let out = run(sandbox
+        .ckptrun(["--", "sh", "-c", "sleep 0.2", "sh"])
+        .env("CKPTRUN_TEST_ALLOCATE_AFTER_SPAWN", "1"));
+    assert_eq!(
+        out.signal(),
+        Some(libc::SIGABRT),
+        "{:?} {}",
+        out.status,
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("allocation after the job started"),
+        "{}",
+        out.stderr
+    );
+}
