@@ -40,8 +40,8 @@ struct Identity {
     dev: u64,
     ino: u64,
     size: i64,
-    mtime: (i64, u64),
-    ctime: (i64, u64),
+    mtime: (i64, i64),
+    ctime: (i64, i64),
 }
 
 impl CkptFile {
@@ -151,8 +151,8 @@ impl Identity {
             dev: st.st_dev,
             ino: st.st_ino,
             size: st.st_size,
-            mtime: (st.st_mtime, st.st_mtime_nsec as u64),
-            ctime: (st.st_ctime, st.st_ctime_nsec as u64),
+            mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+            ctime: (st.st_ctime, st.st_ctime_nsec as i64),
         }
     }
 }

@@ -10,7 +10,10 @@
 //! never runs. That code would set SIGPIPE to SIG_IGN (which would leak
 //! into the job) and open /dev/null over closed descriptors (which the job
 //! would inherit); ckptrun must hand the job exactly what it was given.
-#![no_main]
+#![cfg_attr(not(test), no_main)]
+// Unit-test builds use libtest's entry point; `main` and what only it
+// calls are then unused.
+#![cfg_attr(test, allow(dead_code, unused_imports))]
 
 mod alloc_guard;
 mod ckptfile;
@@ -39,7 +42,7 @@ use crate::signals::Inherited;
 use crate::spawn::SpawnError;
 use crate::supervise::Periodic;
 
-#[unsafe(no_mangle)]
+#[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
     let config = match cli::parse(args(argc, argv)) {

@@ -101,7 +101,7 @@ impl<P: Protocol> Supervisor<'_, P> {
                 continue;
             }
             let job_ended = Ended {
-                raw: status.as_raw() as i32,
+                raw: status.as_raw(),
             };
             self.log.info(format_args!("job {job_ended}"));
             ended = Some(job_ended);

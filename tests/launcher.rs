@@ -162,8 +162,8 @@ fn deny_personality_like_docker() {
         jf,
         k,
     };
-    let ld = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u32;
-    let ret = (libc::BPF_RET | libc::BPF_K) as u32;
+    let ld = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let ret = libc::BPF_RET | libc::BPF_K;
     let filter = [
         stmt(ld, 0),            // syscall number
         jeq(PERSONALITY, 0, 6), // not personality: allow

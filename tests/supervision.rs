@@ -1,0 +1,370 @@
+//! How ckptrun supervises: signals forwarded and remapped, orphans
+//! reaped, and the job's end turned into ckptrun's, row by row of the
+//! README's exit table.
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// `sh -c SCRIPT` under ckptrun; in condor mode the job's `$1 $2` are
+/// `-_condor_ckpt sh.ckpt` (or `-_condor_restart sh.ckpt ...`).
+fn shell(sandbox: &Sandbox, extra: &[&str], script: &str) -> std::process::Command {
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend(["--", "sh", "-c", script, "sh"]);
+    sandbox.ckptrun(args)
+}
+
+#[test]
+fn exit_codes_pass_through() {
+    let sandbox = Sandbox::new("exit-codes");
+    for code in [0, 1, 2, 3, 42, 84, 86, 124, 128, 200, 255] {
+        let out = run(shell(&sandbox, &[], &format!("exit {code}")));
+        assert_eq!(out.code(), Some(code), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn the_jobs_own_checkpoint_code_is_remapped() {
+    let sandbox = Sandbox::new("collision");
+    let out = run(shell(&sandbox, &[], "exit 85"));
+    assert_eq!(out.code(), Some(122));
+    assert!(
+        out.stderr
+            .contains("job itself exited 85, the checkpoint code"),
+        "{}",
+        out.stderr
+    );
+    // With another checkpoint code, 85 is an ordinary exit and 17 collides.
+    assert_eq!(
+        run(shell(&sandbox, &["--ckpt-exit-code", "17"], "exit 85")).code(),
+        Some(85)
+    );
+    assert_eq!(
+        run(shell(&sandbox, &["--ckpt-exit-code", "17"], "exit 17")).code(),
+        Some(122)
+    );
+}
+
+#[test]
+fn a_signal_death_is_passed_on_as_the_same_signal_without_a_core() {
+    let sandbox = Sandbox::new("signal-death");
+    for sig in [
+        libc::SIGSEGV,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGKILL,
+        libc::SIGABRT,
+        libc::SIGUSR1,
+    ] {
+        let out = run(shell(&sandbox, &[], &format!("kill -{sig} $$")));
+        assert_eq!(out.signal(), Some(sig), "{:?} {}", out.status, out.stderr);
+        assert!(
+            !out.status.core_dumped(),
+            "ckptrun must not dump core: {sig}"
+        );
+    }
+    assert!(
+        std::fs::read_dir(&sandbox.dir).unwrap().next().is_none(),
+        "no core file left"
+    );
+}
+
+#[test]
+fn sigusr2_with_a_fresh_checkpoint_is_the_checkpoint_code() {
+    // A job that checkpoints on its own initiative: writes $2.tmp, renames.
+    let sandbox = Sandbox::new("usr2-fresh");
+    let out = run(shell(
+        &sandbox,
+        &[],
+        r#"echo image > "$2.tmp"; mv "$2.tmp" "$2"; kill -USR2 $$"#,
+    ));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    // Again, now restarting from it ($2 is the restart file): a new image.
+    let out = run(shell(
+        &sandbox,
+        &[],
+        r#"echo image2 > "$2.tmp"; mv "$2.tmp" "$2"; kill -USR2 $$"#,
+    ));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("sh.ckpt")).unwrap(),
+        "image2\n"
+    );
+}
+
+#[test]
+fn sigusr2_without_a_new_checkpoint_is_a_failure_never_85() {
+    let sandbox = Sandbox::new("usr2-missing");
+    let out = run(shell(&sandbox, &[], "kill -USR2 $$"));
+    assert_eq!(out.code(), Some(121));
+    assert!(
+        out.stderr
+            .contains("sh.ckpt was not written during this run"),
+        "{}",
+        out.stderr
+    );
+    // A checkpoint from an earlier run does not count.
+    std::fs::write(sandbox.path("sh.ckpt"), b"old image").unwrap();
+    let out = run(shell(&sandbox, &[], "kill -USR2 $$"));
+    assert_eq!(out.code(), Some(121), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read(sandbox.path("sh.ckpt")).unwrap(),
+        b"old image"
+    );
+}
+
+#[test]
+fn a_plain_program_stops_on_sigtstp_and_is_ended_not_hung() {
+    // `sleep` is not condor_compile'd: the eviction's SIGTSTP stops it.
+    // (`exec` from sh: sleep itself would reject the -_condor_* arguments.)
+    let sandbox = Sandbox::new("plain-sleep");
+    let job = start(shell(&sandbox, &[], "exec sleep 60"));
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = Instant::now();
+    job.signal(libc::SIGTERM);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(120), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("stopped on SIGTSTP instead of checkpointing"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(9),
+        "ended by SIGTERM, not by the SIGKILL fallback"
+    );
+}
+
+#[test]
+fn a_program_that_ignores_sigterm_after_stopping_is_killed() {
+    let sandbox = Sandbox::new("stubborn");
+    let script = "trap '' TERM; echo ready > ready; while :; do sleep 0.05; done";
+    let mut job = start(shell(&sandbox, &[], script));
+    job.wait_for(&sandbox.path("ready"));
+    job.signal(libc::SIGTSTP);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(120), "{}", out.stderr);
+    assert!(out.stderr.contains("sending SIGKILL"), "{}", out.stderr);
+}
+
+#[test]
+fn a_sigstop_suspend_is_left_alone() {
+    // HTCondor suspends with SIGSTOP and resumes with SIGCONT.
+    let sandbox = Sandbox::new("suspend");
+    let mut job = start(shell(
+        &sandbox,
+        &[],
+        "echo ready > ready; sleep 0.5; exit 4",
+    ));
+    job.wait_for(&sandbox.path("ready"));
+    let job_pid = child_of(job.pid());
+    // SAFETY: kill has no memory arguments.
+    unsafe { libc::kill(job_pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(job_pid, libc::SIGCONT) };
+    assert_eq!(job.finish().code(), Some(4));
+}
+
+#[test]
+fn other_signals_are_forwarded_unchanged() {
+    let sandbox = Sandbox::new("forward");
+    for sig in [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGALRM,
+        libc::SIGWINCH,
+        libc::SIGCONT,
+        libc::SIGURG,
+    ] {
+        let _ = std::fs::remove_file(sandbox.path("ready"));
+        let script = format!(
+            "trap 'echo got; exit 0' {sig}; echo ready > ready; while :; do sleep 0.01; done"
+        );
+        let mut job = start(shell(&sandbox, &[], &script));
+        job.wait_for(&sandbox.path("ready"));
+        job.signal(sig);
+        let out = job.finish();
+        assert_eq!(
+            (out.code(), out.stdout.as_str()),
+            (Some(0), "got\n"),
+            "signal {sig}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn map_remaps_and_drops() {
+    let sandbox = Sandbox::new("map");
+    // TERM delivered as INT.
+    let script = "trap 'echo int; exit 0' INT; trap 'echo term; exit 0' TERM; echo ready > ready; while :; do sleep 0.01; done";
+    let mut job = start(shell(&sandbox, &["--map", "TERM:INT"], script));
+    job.wait_for(&sandbox.path("ready"));
+    job.signal(libc::SIGTERM);
+    assert_eq!(job.finish().stdout, "int\n");
+
+    // HUP dropped: the job runs on to its own end.
+    let _ = std::fs::remove_file(sandbox.path("ready"));
+    let mut job = start(shell(
+        &sandbox,
+        &["--map", "SIGHUP:0"],
+        "echo ready > ready; sleep 0.5; exit 3",
+    ));
+    job.wait_for(&sandbox.path("ready"));
+    job.signal(libc::SIGHUP);
+    assert_eq!(job.finish().code(), Some(3));
+}
+
+#[test]
+fn orphans_are_adopted_and_reaped() {
+    // The job leaves a grandchild that outlives its parent: it must be
+    // reparented to ckptrun (subreaper) and reaped there, never a zombie.
+    let sandbox = Sandbox::new("orphans");
+    let script = "(sleep 0.3 & echo $! > orphan); sleep 1.2";
+    let job = start(shell(&sandbox, &[], script));
+    let ckptrun = job.pid();
+    let orphan_file = sandbox.path("orphan");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(&orphan_file).map_or(true, |s| !s.ends_with('\n')) {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let orphan: i32 = std::fs::read_to_string(&orphan_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        parent_and_state(orphan).map(|(ppid, _)| ppid),
+        Some(ckptrun),
+        "orphan not adopted by ckptrun"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        parent_and_state(orphan),
+        None,
+        "orphan left as {:?}",
+        parent_and_state(orphan)
+    );
+    assert_eq!(job.finish().code(), Some(0));
+}
+
+#[test]
+fn a_thousand_orphans_leave_no_zombie() {
+    let sandbox = Sandbox::new("many-orphans");
+    let script =
+        "i=0; while [ $i -lt 1000 ]; do (true &); i=$((i+1)); done; echo ready > ready; sleep 1";
+    let mut job = start(shell(&sandbox, &[], script));
+    job.wait_for(&sandbox.path("ready"));
+    std::thread::sleep(Duration::from_millis(300));
+    let ckptrun = job.pid();
+    let zombies = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| parent_and_state(pid) == Some((ckptrun, 'Z')))
+        .count();
+    assert_eq!(zombies, 0, "zombies left under ckptrun");
+    assert_eq!(job.finish().code(), Some(0));
+}
+
+#[test]
+fn as_pid_1_a_signal_death_is_128_plus_n() {
+    if !can_unshare() {
+        panic!("unshare --pid is not permitted here; run the tests as root (CI does)");
+    }
+    let sandbox = Sandbox::new("pid1");
+    let out = run(std::process::Command::new("unshare")
+        .args([
+            "--fork",
+            "--pid",
+            "--mount-proc",
+            common::CKPTRUN,
+            "--",
+            "sh",
+            "-c",
+            "kill -SEGV $$",
+            "sh",
+        ])
+        .current_dir(&sandbox.dir));
+    assert_eq!(
+        out.code(),
+        Some(128 + libc::SIGSEGV),
+        "{:?} {}",
+        out.status,
+        out.stderr
+    );
+
+    // Eviction still works as PID 1: SIGTERM reaches ckptrun (blocked,
+    // not dropped) and becomes the checkpoint code.
+    std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+    let report = sandbox.path("report");
+    let mut job = start(
+        std::process::Command::new("unshare")
+            .args([
+                "--fork",
+                "--pid",
+                "--mount-proc",
+                "--kill-child",
+                common::CKPTRUN,
+                "./job",
+                "1000",
+                "10",
+            ])
+            .env("CONDOR_JOB_REPORT", &report)
+            .current_dir(&sandbox.dir),
+    );
+    job.wait_for(&report);
+    let init = child_of(job.pid());
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{init}/status"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("NSpid:"))
+            .unwrap()
+            .split_whitespace()
+            .last(),
+        Some("1")
+    );
+    // SAFETY: kill has no memory arguments.
+    unsafe { libc::kill(init, libc::SIGTERM) };
+    let out = job.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+}
+
+fn can_unshare() -> bool {
+    std::process::Command::new("unshare")
+        .args(["--fork", "--pid", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The first child of `pid` (from /proc/PID/task/PID/children).
+fn child_of(pid: i32) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        if let Some(first) = children.split_whitespace().next() {
+            return first.parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "{pid} has no child");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// (parent pid, state letter) of a live or zombie process.
+fn parent_and_state(pid: i32) -> Option<(i32, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let mut fields = after_name.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((ppid, state))
+}
