@@ -11,7 +11,6 @@ use crate::cli::Config;
 use crate::error::Error;
 use crate::log::Log;
 use crate::protocol::{Action, Ended, Protocol, Routes, Verdict};
-use crate::signals::Name;
 use crate::sys::Sig;
 
 /// The job stopped on SIGTSTP instead of checkpointing: it is not
@@ -101,7 +100,6 @@ impl Protocol for Condor {
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action {
         if sig != libc::SIGTSTP {
             // SIGSTOP from HTCondor's suspend, say: it will send SIGCONT.
-            log.info(format_args!("job stopped by {}; waiting", Name(sig)));
             return Action::Drop;
         }
         log.warn(format_args!(

@@ -2,6 +2,7 @@
 //! reap every child that ended, and return when the job itself has ended.
 //! Runs after the job started, so nothing here allocates.
 
+use core::fmt;
 use std::time::{Duration, Instant};
 
 use rustix::process::WaitOptions;
@@ -63,8 +64,7 @@ pub fn supervise(
             Some(libc::SIGCHLD) => {}
             Some(sig) => {
                 let action = sup.protocol.on_signal(sig);
-                sup.log.info(format_args!("received {}", Name(sig)));
-                sup.act(action);
+                sup.act(format_args!("received {}", Name(sig)), action);
             }
             None => sup.deadlines(),
         }
@@ -97,7 +97,7 @@ impl<P: Protocol> Supervisor<'_, P> {
             }
             if let Some(sig) = status.stopping_signal() {
                 let action = self.protocol.on_stop(sig, self.log);
-                self.act(action);
+                self.act(format_args!("job stopped by {}", Name(sig)), action);
                 continue;
             }
             let job_ended = Ended {
@@ -108,14 +108,18 @@ impl<P: Protocol> Supervisor<'_, P> {
         }
     }
 
-    fn act(&mut self, action: Action) {
+    /// Carries out `action`, logging it after `why` on one line.
+    fn act(&mut self, why: fmt::Arguments<'_>, action: Action) {
         match action {
             Action::Forward(sig) => {
-                self.log.info(format_args!("sent {} to the job", Name(sig)));
+                self.log
+                    .info(format_args!("{why}: sent {} to the job", Name(sig)));
                 let _ = sys::kill(self.job, sig);
             }
-            Action::Drop => {}
+            Action::Drop => self.log.info(format_args!("{why}: nothing sent")),
             Action::End => {
+                self.log
+                    .info(format_args!("{why}: ending the job (SIGTERM, SIGCONT)"));
                 let _ = sys::kill(self.job, libc::SIGTERM);
                 let _ = sys::kill(self.job, libc::SIGCONT);
                 self.kill_at = Some(Instant::now() + END_GRACE);
@@ -145,12 +149,11 @@ impl<P: Protocol> Supervisor<'_, P> {
         if let (Some(t), Some(p)) = (self.tick_at, self.periodic)
             && t <= now
         {
-            self.log.info(format_args!(
-                "periodic checkpoint ({}s)",
-                p.every.as_secs_f64()
-            ));
             let action = self.protocol.on_tick();
-            self.act(action);
+            self.act(
+                format_args!("periodic checkpoint (every {} ms)", p.every.as_millis()),
+                action,
+            );
             self.tick_at = p.repeat.then(|| now + p.every);
         }
     }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building, testing, the demo and the benchmarks need on a
+# fresh Debian machine with rustup: the musl targets, util-linux (setarch,
+# unshare), and for benchmarks hyperfine, tini and dumb-init.
+# Usage: scripts/setup.sh [--bench]
+set -euo pipefail
+
+for target in x86_64-unknown-linux-musl i686-unknown-linux-musl; do
+    rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+done
+rustup component list --installed | grep -q '^clippy' || rustup component add clippy
+rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
+
+packages=()
+command -v setarch >/dev/null || packages+=(util-linux)
+command -v unshare >/dev/null || packages+=(util-linux)
+if [ "${1:-}" = "--bench" ]; then
+    command -v hyperfine >/dev/null || packages+=(hyperfine)
+    command -v tini >/dev/null || packages+=(tini)
+    command -v dumb-init >/dev/null || packages+=(dumb-init)
+fi
+if [ "${#packages[@]}" -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+fi
