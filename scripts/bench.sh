@@ -20,7 +20,7 @@ echo "## Machine"
 echo "- $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r)"
 echo "- $(rustc --version); hyperfine $(hyperfine --version | cut -d' ' -f2); tini $(tini --version | cut -d' ' -f3); dumb-init $(dumb-init --version 2>&1 | cut -d' ' -f2)"
 echo
-echo "## Size (stripped, static)"
+echo "## Size (stripped; ckptrun static, the others Debian's dynamic builds)"
 echo "| binary | bytes | KiB |"
 echo "|---|---|---|"
 for f in "$OLDPWD/$x64" "$OLDPWD/$i686" "$(command -v tini)" "$(command -v dumb-init)" "$(command -v setarch)"; do
@@ -28,20 +28,21 @@ for f in "$OLDPWD/$x64" "$OLDPWD/$i686" "$(command -v tini)" "$(command -v dumb-
     echo "| ${f#$OLDPWD/} | $b | $((b / 1024)) |"
 done
 echo
-echo "## Peak memory while supervising (VmHWM of the supervisor, sleeping job)"
-echo "| supervisor | VmHWM kB (median of 5) |"
-echo "|---|---|"
+echo "## Peak memory while supervising (the supervisor, sleeping job; median of 5 by VmHWM)"
+echo "| supervisor | VmHWM kB | RssAnon kB |"
+echo "|---|---|---|"
 hwm() {
     local samples=()
     for _ in 1 2 3 4 5; do
         "$@" &
         local pid=$!
         sleep 0.3
-        samples+=("$(awk '/VmHWM/{print $2}' "/proc/$pid/status")")
+        samples+=("$(awk '/VmHWM/{h=$2} /RssAnon/{a=$2} END{printf "%06d | %s", h, a}' "/proc/$pid/status")")
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
-    printf '%s\n' "${samples[@]}" | sort -n | sed -n 3p
+    # The median by VmHWM; leading zeros only sort it.
+    printf '%s\n' "${samples[@]}" | sort -n | sed -n 3p | sed 's/^0*//' 
 }
 echo "| ckptrun | $(hwm "$ckptrun" -- sh -c 'exec sleep 5' sh) |"
 echo "| tini -s | $(hwm tini -s -- sleep 5) |"
