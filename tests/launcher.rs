@@ -84,6 +84,32 @@ fn a_32bit_job_checkpoints_and_restarts_too() {
 }
 
 #[test]
+fn the_32bit_ckptrun_runs_the_cycle_too() {
+    // The i686 build, as a 32-bit execute node would run it.
+    let sandbox = Sandbox::new("i686-ckptrun");
+    std::fs::copy(fixture_i686(), sandbox.path("job")).unwrap();
+    let report = sandbox.path("report");
+    let mut cmd = std::process::Command::new(ckptrun_i686());
+    cmd.args(["--interval", "0.3", "./job", "1000", "5"])
+        .current_dir(&sandbox.dir)
+        .env("CONDOR_JOB_REPORT", &report);
+    let out = run(&mut cmd);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_eq!(read_report(&report).personality, "00a40008");
+    let out = run(std::process::Command::new(ckptrun_i686())
+        .args(["./job", "100", "1"])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
+    let out = run(std::process::Command::new(ckptrun_i686()).arg("--version"));
+    assert!(
+        out.stdout.contains("i686-unknown-linux-musl"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
 fn two_runs_see_identical_addresses() {
     let sandbox = Sandbox::new("no-aslr");
     let maps = || {

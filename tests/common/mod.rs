@@ -22,23 +22,37 @@ pub fn fixture() -> PathBuf {
         .join("examples/condor_job")
 }
 
-/// The same fixture built for i686, a real ELF32 file. Built once per test
-/// run, in its own target directory so it does not wait on this build's lock.
+/// The same fixture built for i686, a real ELF32 file.
 pub fn fixture_i686() -> PathBuf {
+    i686_build().join("examples/condor_job")
+}
+
+/// ckptrun itself built for i686, as shipped to 32-bit execute nodes.
+pub fn ckptrun_i686() -> PathBuf {
+    i686_build().join("ckptrun")
+}
+
+/// Builds ckptrun and the fixture for i686 (debug, so the allocation
+/// guard is in), once per test run, in a target directory of their own so
+/// the build does not wait on the lock of the build running these tests.
+fn i686_build() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let root = Path::new(env!("CARGO_MANIFEST_DIR"));
             let target_dir = root.join("target/fixture-i686");
             let status = Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "--example", "condor_job", "--target", "i686-unknown-linux-musl"])
-                .arg("--target-dir")
+                .args(["build", "--quiet", "--bin", "ckptrun", "--example", "condor_job"])
+                .args(["--target", "i686-unknown-linux-musl", "--target-dir"])
                 .arg(&target_dir)
                 .current_dir(root)
                 .status()
                 .expect("run cargo");
-            assert!(status.success(), "building the i686 fixture failed: is the target installed? (rustup target add i686-unknown-linux-musl)");
-            target_dir.join("i686-unknown-linux-musl/debug/examples/condor_job")
+            assert!(
+                status.success(),
+                "building for i686 failed: is the target installed? (rustup target add i686-unknown-linux-musl)"
+            );
+            target_dir.join("i686-unknown-linux-musl/debug")
         })
         .clone()
 }
