@@ -13,6 +13,9 @@
 //! steps, folding each into a checksum, and prints the result. Its state
 //! (step, checksum) is its "process image".
 //!
+//! `CONDOR_JOB_INIT_MS=N` delays installing the handlers by N ms, as a
+//! slow-starting checkpoint library would.
+//!
 //! `CONDOR_JOB_REPORT=PATH` makes it write, once its handlers are in
 //! place, its personality (from /proc/self/personality) and its raw argv,
 //! NUL-separated: tests read it to know the job is running and how it was
@@ -57,6 +60,14 @@ fn main() {
                 .collect()
         });
 
+    // A checkpoint library that takes a while to start (CONDOR_JOB_INIT_MS):
+    // until it has, SIGTSTP stops the program and SIGUSR2 kills it.
+    if let Some(ms) = std::env::var("CONDOR_JOB_INIT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     install(libc::SIGTSTP, on_tstp);
     install(libc::SIGUSR2, on_usr2);
     // Like the checkpoint library, take these signals even if the parent

@@ -109,11 +109,16 @@ impl CkptFile {
             Err(e) => return Err(Error::os(self.tmp_display(), e)),
             Ok(st) => st,
         };
-        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
-            return Err(Error::usage(
-                self.tmp_display(),
-                "is a directory; the job could not write its checkpoint",
-            ));
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile | FileType::Symlink => {}
+            FileType::Directory => {
+                let why = "is a directory; the job could not write its checkpoint";
+                return Err(Error::usage(self.tmp_display(), why));
+            }
+            _ => {
+                let why = "is not a regular file; ckptrun will not remove it";
+                return Err(Error::usage(self.tmp_display(), why));
+            }
         }
         rustix::fs::unlink(&self.c_tmp).map_err(|e| Error::os(self.tmp_display(), e))?;
         log.info(format_args!(

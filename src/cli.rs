@@ -53,6 +53,7 @@ Exit status:
   121  the job died by SIGUSR2 but wrote no checkpoint during this run
   122  the job itself exited with the checkpoint code (never passed on:
        HTCondor would restart it forever)
+  (the checkpoint code must be 1-128 and not one of these)
   125  ckptrun failed; 126 PROGRAM cannot run; 127 PROGRAM not found
   a job killed by signal N: ckptrun dies by N (exits 128+N as PID 1)
 ";
@@ -85,7 +86,7 @@ pub struct Config {
 }
 
 /// Exit codes ckptrun gives its own verdicts; a checkpoint code may not be
-/// one of them, nor 0.
+/// one of them, nor 0, nor above 128.
 pub const RESERVED_CODES: [u8; 6] = [120, 121, 122, 125, 126, 127];
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error> {
@@ -196,6 +197,12 @@ fn exit_code(text: &str) -> Result<u8, Error> {
             "0 means success; pick a code the job uses for nothing else",
         ));
     }
+    if code > 128 {
+        return Err(Error::usage(
+            what(),
+            "codes above 128 mean death by signal 128+N when ckptrun is PID 1",
+        ));
+    }
     if RESERVED_CODES.contains(&code) {
         return Err(Error::usage(
             what(),
@@ -301,6 +308,7 @@ mod tests {
             &["--ckpt-exit-code", "0", "x"],
             &["--ckpt-exit-code", "256", "x"],
             &["--ckpt-exit-code", "126", "x"],
+            &["--ckpt-exit-code", "143", "x"],
             &["--map", "TERM", "x"],
             &["--map", "KILL:TERM", "x"],
             &["--map", "CHLD:TERM", "x"],

@@ -5,12 +5,13 @@
 //! exited dies by SIGUSR2, which becomes HTCondor's checkpoint exit code.
 
 use std::ffi::OsString;
+use std::time::Duration;
 
 use crate::ckptfile::{CkptFile, Found, Snapshot};
 use crate::cli::Config;
 use crate::error::Error;
 use crate::log::Log;
-use crate::protocol::{Action, Ended, Protocol, Routes, Verdict};
+use crate::protocol::{Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::sys::Sig;
 
 /// The job stopped on SIGTSTP instead of checkpointing: it is not
@@ -20,6 +21,14 @@ pub const NOT_CHECKPOINTABLE: u8 = 120;
 pub const NO_CHECKPOINT: u8 = 121;
 /// The job itself exited with the checkpoint code.
 pub const CODE_COLLISION: u8 = 122;
+
+/// How long after exec a job may take to install its checkpoint
+/// handlers. A checkpoint request (SIGTSTP, SIGUSR2) that arrives earlier
+/// is held until the job catches it: sent before, SIGTSTP would stop a
+/// condor_compile'd job and SIGUSR2 kill it. After this, a job that does
+/// not catch them is taken at its word (SIGTSTP stops it: not
+/// condor_compile'd).
+const READY_GRACE: Duration = Duration::from_secs(2);
 
 /// The old checkpoint-wrapper's signal table: eviction (SIGTERM) and
 /// SIGTSTP mean "checkpoint and exit", SIGUSR2 "checkpoint and continue".
@@ -88,13 +97,26 @@ impl Condor {
     }
 }
 
+/// Holds a checkpoint request while the job, just started, has no handler
+/// for it yet (see READY_GRACE).
+fn when_ready(action: Action, job: &Job) -> Action {
+    match action {
+        Action::Forward(sig @ (libc::SIGTSTP | libc::SIGUSR2))
+            if job.started.elapsed() < READY_GRACE && !job.catches(sig) =>
+        {
+            Action::Hold
+        }
+        other => other,
+    }
+}
+
 impl Protocol for Condor {
-    fn on_signal(&mut self, sig: Sig) -> Action {
-        self.routes.route(sig)
+    fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
+        when_ready(self.routes.route(sig), job)
     }
 
-    fn on_tick(&mut self) -> Action {
-        Action::Forward(self.tick)
+    fn on_tick(&mut self, job: &Job) -> Action {
+        when_ready(Action::Forward(self.tick), job)
     }
 
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action {

@@ -33,13 +33,14 @@ pub fn finish(verdict: Verdict, log: &Log) -> ! {
 /// flag included), raised while blocked, then unblocked.
 fn die_by(sig: sys::Sig, log: &Log) -> ! {
     log.info(format_args!("job killed by {}; dying by it too", Name(sig)));
-    let _ = rustix::process::setrlimit(
-        Resource::Core,
-        Rlimit {
-            current: Some(0),
-            maximum: None,
-        },
-    );
+    // Both limits to 0: lowering the hard limit is always allowed, while
+    // asking for an unlimited one fails for an unprivileged user and would
+    // leave the soft limit as it was.
+    let no_core = Rlimit {
+        current: Some(0),
+        maximum: Some(0),
+    };
+    let _ = rustix::process::setrlimit(Resource::Core, no_core);
     sys::set_action(sig, &SigAction::default_action());
     let _ = sys::kill(rustix::process::getpid().as_raw_nonzero().get(), sig);
     let mut only = SigSet::empty();

@@ -23,6 +23,7 @@ mod error;
 mod exit;
 mod log;
 mod personality;
+mod procfs;
 mod program;
 mod protocol;
 mod signals;

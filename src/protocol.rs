@@ -5,10 +5,12 @@
 //! of checkpoints.
 
 use core::fmt;
+use std::time::Instant;
 
 use crate::log::Log;
+use crate::procfs;
 use crate::signals::{self, Name};
-use crate::sys::Sig;
+use crate::sys::{Pid, Sig};
 
 /// What the supervisor does to the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +21,21 @@ pub enum Action {
     Drop,
     /// End the job: SIGTERM and SIGCONT now, SIGKILL if it lingers.
     End,
+    /// Not yet: ask again shortly (the job is not ready for it).
+    Hold,
+}
+
+/// The running job, as a protocol sees it.
+pub struct Job {
+    pub pid: Pid,
+    pub started: Instant,
+}
+
+impl Job {
+    /// Whether the job has a handler for `sig` now. Does not allocate.
+    pub fn catches(&self, sig: Sig) -> bool {
+        procfs::catches(self.pid, sig)
+    }
 }
 
 /// How ckptrun ends.
@@ -60,9 +77,9 @@ impl fmt::Display for Ended {
 
 pub trait Protocol {
     /// ckptrun received `sig` (never SIGCHLD).
-    fn on_signal(&mut self, sig: Sig) -> Action;
+    fn on_signal(&mut self, sig: Sig, job: &Job) -> Action;
     /// The `--interval` timer fired.
-    fn on_tick(&mut self) -> Action;
+    fn on_tick(&mut self, job: &Job) -> Action;
     /// The job stopped with `sig`.
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action;
     /// The job ended: how should ckptrun end?

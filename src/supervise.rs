@@ -8,12 +8,15 @@ use std::time::{Duration, Instant};
 use rustix::process::WaitOptions;
 
 use crate::log::Log;
-use crate::protocol::{Action, Ended, Protocol};
-use crate::signals::Name;
-use crate::sys::{self, Pid, SigSet};
+use crate::protocol::{Action, Ended, Job, Protocol};
+use crate::signals::{self, Name};
+use crate::sys::{self, Pid, Sig, SigSet};
 
 /// How long a job ended with SIGTERM may take before SIGKILL.
 pub const END_GRACE: Duration = Duration::from_secs(10);
+
+/// How often a held request is offered to the protocol again.
+const HOLD_RETRY: Duration = Duration::from_millis(50);
 
 /// The `--interval` timer.
 #[derive(Clone, Copy)]
@@ -39,20 +42,22 @@ pub fn adopt_orphans(log: &Log) {
     }
 }
 
-/// Supervises `job` until it ends; returns how it ended.
+/// Supervises the job `pid` until it ends; returns how it ended.
 pub fn supervise(
-    job: Pid,
+    pid: Pid,
     protocol: &mut impl Protocol,
     periodic: Option<Periodic>,
     log: &Log,
 ) -> Ended {
+    let started = Instant::now();
     let mut sup = Supervisor {
-        job,
+        job: Job { pid, started },
         protocol,
         log,
         periodic,
-        tick_at: periodic.map(|p| Instant::now() + p.every),
+        tick_at: periodic.map(|p| started + p.every),
         kill_at: None,
+        held: Held::default(),
     };
     let waiting_for = SigSet::full();
     loop {
@@ -61,23 +66,32 @@ pub fn supervise(
         }
         match sys::wait_signal(&waiting_for, sup.time_left()) {
             // The next pass of the loop reaps.
-            Some(libc::SIGCHLD) => {}
-            Some(sig) => {
-                let action = sup.protocol.on_signal(sig);
-                sup.act(format_args!("received {}", Name(sig)), action);
-            }
+            Some(got) if got.sig == libc::SIGCHLD => {}
+            // Our own write hit a closed pipe or a file size limit; passing
+            // that on would punish the job (and, logged, loop forever).
+            Some(got) if got.from_self => {}
+            Some(got) => sup.signal(got.sig, false),
             None => sup.deadlines(),
         }
     }
 }
 
 struct Supervisor<'a, P> {
-    job: Pid,
+    job: Job,
     protocol: &'a mut P,
     log: &'a Log,
     periodic: Option<Periodic>,
     tick_at: Option<Instant>,
     kill_at: Option<Instant>,
+    held: Held,
+}
+
+/// Requests the protocol asked to hold, and when to offer them again.
+#[derive(Default)]
+struct Held {
+    signals: u64,
+    tick: bool,
+    retry_at: Option<Instant>,
 }
 
 impl<P: Protocol> Supervisor<'_, P> {
@@ -87,12 +101,14 @@ impl<P: Protocol> Supervisor<'_, P> {
     fn reap(&mut self) -> Option<Ended> {
         let mut ended = None;
         loop {
+            // wait(2) is any child (pid -1); waitpid(None) would be only
+            // our own process group, which the job is not in.
             let Ok(Some((pid, status))) =
                 rustix::process::wait(WaitOptions::NOHANG | WaitOptions::UNTRACED)
             else {
                 return ended;
             };
-            if pid.as_raw_nonzero().get() != self.job {
+            if pid.as_raw_nonzero().get() != self.job.pid {
                 continue;
             }
             if let Some(sig) = status.stopping_signal() {
@@ -108,20 +124,52 @@ impl<P: Protocol> Supervisor<'_, P> {
         }
     }
 
+    /// ckptrun received `sig` (again, if it was held).
+    fn signal(&mut self, sig: Sig, was_held: bool) {
+        let action = self.protocol.on_signal(sig, &self.job);
+        if action == Action::Hold {
+            if !was_held {
+                self.log.info(format_args!(
+                    "received {}: held until the job handles it",
+                    Name(sig)
+                ));
+            }
+            self.held.signals |= 1 << (sig - 1);
+            self.held.retry_at = Some(Instant::now() + HOLD_RETRY);
+            return;
+        }
+        self.act(format_args!("received {}", Name(sig)), action);
+    }
+
+    fn tick(&mut self, was_held: bool) {
+        let action = self.protocol.on_tick(&self.job);
+        if action == Action::Hold {
+            if !was_held {
+                self.log.info(format_args!(
+                    "periodic checkpoint: held until the job handles it"
+                ));
+            }
+            self.held.tick = true;
+            self.held.retry_at = Some(Instant::now() + HOLD_RETRY);
+            return;
+        }
+        self.act(format_args!("periodic checkpoint"), action);
+    }
+
     /// Carries out `action`, logging it after `why` on one line.
     fn act(&mut self, why: fmt::Arguments<'_>, action: Action) {
         match action {
             Action::Forward(sig) => {
                 self.log
                     .info(format_args!("{why}: sent {} to the job", Name(sig)));
-                let _ = sys::kill(self.job, sig);
+                let _ = sys::kill(self.job.pid, sig);
             }
-            Action::Drop => self.log.info(format_args!("{why}: nothing sent")),
+            Action::Drop | Action::Hold => self.log.info(format_args!("{why}: nothing sent")),
             Action::End => {
                 self.log
                     .info(format_args!("{why}: ending the job (SIGTERM, SIGCONT)"));
-                let _ = sys::kill(self.job, libc::SIGTERM);
-                let _ = sys::kill(self.job, libc::SIGCONT);
+                let _ = sys::kill(self.job.pid, libc::SIGTERM);
+                let _ = sys::kill(self.job.pid, libc::SIGCONT);
                 self.kill_at = Some(Instant::now() + END_GRACE);
             }
         }
@@ -129,10 +177,10 @@ impl<P: Protocol> Supervisor<'_, P> {
 
     /// Time until the nearest deadline, if any.
     fn time_left(&self) -> Option<Duration> {
-        let next = match (self.tick_at, self.kill_at) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
+        let next = [self.tick_at, self.kill_at, self.held.retry_at]
+            .into_iter()
+            .flatten()
+            .min()?;
         Some(next.saturating_duration_since(Instant::now()))
     }
 
@@ -143,18 +191,23 @@ impl<P: Protocol> Supervisor<'_, P> {
                 "job still running {}s after SIGTERM: sending SIGKILL",
                 END_GRACE.as_secs()
             ));
-            let _ = sys::kill(self.job, libc::SIGKILL);
+            let _ = sys::kill(self.job.pid, libc::SIGKILL);
             self.kill_at = None;
+        }
+        if self.held.retry_at.is_some_and(|t| t <= now) {
+            let held = core::mem::take(&mut self.held);
+            for sig in (1..=signals::MAX).filter(|s| held.signals & (1 << (s - 1)) != 0) {
+                self.signal(sig, true);
+            }
+            if held.tick {
+                self.tick(true);
+            }
         }
         if let (Some(t), Some(p)) = (self.tick_at, self.periodic)
             && t <= now
         {
-            let action = self.protocol.on_tick();
-            self.act(
-                format_args!("periodic checkpoint (every {} ms)", p.every.as_millis()),
-                action,
-            );
             self.tick_at = p.repeat.then(|| now + p.every);
+            self.tick(false);
         }
     }
 }

@@ -111,11 +111,21 @@ pub fn set_action(sig: Sig, action: &SigAction) {
     unsafe { libc::sigaction(sig, &action.0, core::ptr::null_mut()) };
 }
 
+/// A signal taken from the queue.
+#[derive(Clone, Copy)]
+pub struct Received {
+    pub sig: Sig,
+    /// Raised by this very process: a write of ours to a closed pipe
+    /// (SIGPIPE) or past RLIMIT_FSIZE (SIGXFSZ). Those are ckptrun's own
+    /// business, never the job's.
+    pub from_self: bool,
+}
+
 /// Waits for one of the (blocked) signals in `set`, at most `timeout`
 /// (sigtimedwait(2)). `None` means the time ran out or a wake-up without
 /// a signal; the caller loops.
-pub fn wait_signal(set: &SigSet, timeout: Option<Duration>) -> Option<Sig> {
-    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
+pub fn wait_signal(set: &SigSet, timeout: Option<Duration>) -> Option<Received> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
     let sig = match timeout {
         Some(t) => {
             let ts = libc::timespec {
@@ -128,7 +138,19 @@ pub fn wait_signal(set: &SigSet, timeout: Option<Duration>) -> Option<Sig> {
         // SAFETY: valid set, writable siginfo.
         None => unsafe { libc::sigwaitinfo(&set.0, info.as_mut_ptr()) },
     };
-    (sig > 0).then_some(sig)
+    if sig <= 0 {
+        return None;
+    }
+    // SAFETY: zero-initialised and filled in by the kernel for `sig`.
+    let info = unsafe { info.assume_init() };
+    // The kernel raises these for a write of ours as if we had sent them
+    // (SI_USER from our own pid). Only these two: any other signal with our
+    // pid may have been raised before the exec that started ckptrun, and
+    // is meant for the job. SAFETY: si_pid is valid for SI_USER.
+    let from_self = matches!(sig, libc::SIGPIPE | libc::SIGXFSZ)
+        && info.si_code == libc::SI_USER
+        && unsafe { info.si_pid() } == rustix::process::getpid().as_raw_nonzero().get();
+    Some(Received { sig, from_self })
 }
 
 /// Sends `sig` to `pid` (kill(2); async-signal-safe). Negative `pid`

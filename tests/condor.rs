@@ -224,13 +224,11 @@ fn a_corrupt_image_kills_the_restore_and_ckptrun_dies_the_same_way() {
 #[test]
 fn a_signal_sent_before_ckptrun_is_ready_still_checkpoints() {
     // SIGTERM is already pending when ckptrun starts: the earliest
-    // instant of the start-up window. The test's mask also blocks SIGTSTP,
-    // which the job inherits, so the forwarded request waits for the job's
-    // handler instead of racing it.
+    // instant of the start-up window.
     let sandbox = Sandbox::with_job("startup-signal");
     let mut cmd = sandbox.ckptrun(["./job", "1000", "10"]);
     before_exec(&mut cmd, || {
-        let set = sigset(&[libc::SIGTERM, libc::SIGTSTP]);
+        let set = sigset(&[libc::SIGTERM]);
         // SAFETY: async-signal-safe calls on a local set.
         unsafe {
             libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
@@ -245,16 +243,16 @@ fn a_signal_sent_before_ckptrun_is_ready_still_checkpoints() {
 #[test]
 fn a_signal_at_any_instant_of_start_up_is_forwarded() {
     // SIGTERM sent after spawning ckptrun, at several delays that fall
-    // before ckptrun blocks signals, during planning, between fork and
-    // exec, and after exec. The test's mask blocks SIGTERM (so ckptrun has
-    // no instant at which SIGTERM could kill it before it blocks it
-    // itself) and SIGTSTP (which the job inherits, so the forwarded request
-    // waits for the job's handler). None may be lost.
+    // during planning, between fork and exec, after exec and before the
+    // job's handlers exist. The test's mask blocks SIGTERM only so that
+    // ckptrun has no instant, before its first instruction blocks it, at
+    // which SIGTERM could kill it. None may be lost, and the job must not
+    // be stopped by a SIGTSTP it cannot handle yet.
     for delay_us in [0u64, 200, 500, 1000, 3000] {
         let sandbox = Sandbox::with_job(&format!("startup-{delay_us}"));
         let mut cmd = sandbox.ckptrun(["./job", "1000", "10"]);
         before_exec(&mut cmd, || {
-            let set = sigset(&[libc::SIGTERM, libc::SIGTSTP]);
+            let set = sigset(&[libc::SIGTERM]);
             // SAFETY: async-signal-safe call on a local set.
             unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
         });
@@ -264,5 +262,76 @@ fn a_signal_at_any_instant_of_start_up_is_forwarded() {
         let out = job.finish();
         assert_eq!(out.code(), Some(85), "delay {delay_us} us: {}", out.stderr);
         assert!(sandbox.path("job.ckpt").exists());
+    }
+}
+
+#[test]
+fn an_eviction_before_the_job_handles_sigtstp_waits_for_it() {
+    // The job takes 400 ms to install its handlers. SIGTSTP sent before
+    // that would stop it, and ckptrun would take it for a plain program.
+    let sandbox = Sandbox::with_job("slow-init");
+    let job = start(
+        sandbox
+            .ckptrun(["-v", "./job", "1000", "10"])
+            .env("CONDOR_JOB_INIT_MS", "400"),
+    );
+    wait_for_child(job.pid());
+    job.signal(libc::SIGTERM);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("received SIGTERM: held until the job handles it"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn an_early_periodic_checkpoint_does_not_kill_the_job() {
+    // SIGUSR2 before the handler exists would kill the job.
+    let sandbox = Sandbox::with_job("slow-init-usr2");
+    let out = run(sandbox
+        .ckptrun([
+            "--interval",
+            "0.1",
+            "--interval-continue",
+            "./job",
+            "40",
+            "10",
+        ])
+        .env("CONDOR_JOB_INIT_MS", "300"));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(sandbox.path("job.ckpt").exists());
+}
+
+#[test]
+fn sigusr2_sent_to_ckptrun_checkpoints_and_the_job_continues() {
+    let sandbox = Sandbox::with_job("usr2-continue");
+    let report = sandbox.path("report");
+    let mut job = start(
+        sandbox
+            .ckptrun(["./job", "40", "20"])
+            .env("CONDOR_JOB_REPORT", &report),
+    );
+    job.wait_for(&report);
+    job.signal(libc::SIGUSR2);
+    job.wait_for(&sandbox.path("job.ckpt"));
+    let out = job.finish();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("40 steps"));
+}
+
+/// Waits until `pid` has a child: ckptrun has blocked its signals and
+/// started the job.
+fn wait_for_child(pid: i32) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .trim()
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "no job started");
+        std::thread::sleep(Duration::from_micros(200));
     }
 }

@@ -224,6 +224,15 @@ fn bad_input_is_one_line_and_the_documented_code() {
     std::fs::create_dir(sandbox.path("a-dir")).unwrap();
     std::fs::create_dir(sandbox.path("ck-dir")).unwrap();
     std::fs::create_dir(sandbox.path("tmp-dir.ckpt.tmp")).unwrap();
+    let fifo = std::ffi::CString::new(
+        sandbox
+            .path("fifo.ckpt.tmp")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     let cases: &[(&[&str], i32, &str)] = &[
         (&["--bogus", "true"], 125, "--bogus: unknown option"),
         (&[], 125, "PROGRAM: missing"),

@@ -50,7 +50,15 @@ fn the_jobs_own_checkpoint_code_is_remapped() {
 
 #[test]
 fn a_signal_death_is_passed_on_as_the_same_signal_without_a_core() {
+    // As an unprivileged user with core dumps allowed (soft and hard limit
+    // 10 MB), as on many execute nodes: the job may dump core, ckptrun
+    // must not (its core would replace the job's and set the core flag).
     let sandbox = Sandbox::new("signal-death");
+    std::fs::set_permissions(
+        &sandbox.dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     for sig in [
         libc::SIGSEGV,
         libc::SIGINT,
@@ -59,16 +67,89 @@ fn a_signal_death_is_passed_on_as_the_same_signal_without_a_core() {
         libc::SIGABRT,
         libc::SIGUSR1,
     ] {
-        let out = run(shell(&sandbox, &[], &format!("kill -{sig} $$")));
+        let mut cmd = shell(&sandbox, &[], &format!("kill -{sig} $$"));
+        before_exec(&mut cmd, || {
+            let limit = libc::rlimit {
+                rlim_cur: 10 << 20,
+                rlim_max: 10 << 20,
+            };
+            // SAFETY: async-signal-safe calls with valid arguments.
+            unsafe {
+                libc::setrlimit(libc::RLIMIT_CORE, &limit);
+                if libc::geteuid() == 0 {
+                    libc::setgid(65534);
+                    libc::setuid(65534);
+                }
+            }
+        });
+        let out = run(&mut cmd);
         assert_eq!(out.signal(), Some(sig), "{:?} {}", out.status, out.stderr);
         assert!(
             !out.status.core_dumped(),
-            "ckptrun must not dump core: {sig}"
+            "ckptrun dumped core after the job's {sig}"
         );
     }
-    assert!(
-        std::fs::read_dir(&sandbox.dir).unwrap().next().is_none(),
-        "no core file left"
+}
+
+#[test]
+fn signals_ckptrun_raises_itself_are_not_forwarded() {
+    // ckptrun's stderr is a pipe nobody reads: each of its --verbose
+    // lines raises SIGPIPE at ckptrun. The job must not receive them.
+    let sandbox = Sandbox::new("own-sigpipe");
+    let script = "trap 'echo pipe >> got' PIPE; trap 'echo usr1 >> got; exit 0' USR1; \
+                  echo ready > ready; while :; do sleep 0.01; done";
+    let mut cmd = shell(&sandbox, &["-v"], script);
+    let mut job = start(cmd.stderr(std::process::Stdio::piped()));
+    drop(job.child.stderr.take());
+    job.wait_for(&sandbox.path("ready"));
+    job.signal(libc::SIGUSR1);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("got")).unwrap(),
+        "usr1\n"
+    );
+}
+
+#[test]
+fn an_inherited_sa_nocldwait_does_not_hide_the_jobs_status() {
+    let sandbox = Sandbox::new("nocldwait");
+    let mut cmd = shell(&sandbox, &[], "exit 7");
+    before_exec(&mut cmd, || {
+        // SAFETY: a zeroed sigaction is SIG_DFL with an empty mask.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_flags = libc::SA_NOCLDWAIT;
+            libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
+        }
+    });
+    assert_eq!(run(&mut cmd).code(), Some(7));
+}
+
+#[test]
+fn the_job_gets_the_terminals_foreground() {
+    // Under a real pty (script(1) from util-linux): the job is in its own
+    // process group, and that group is the terminal's foreground, so it can
+    // read the terminal without being stopped by SIGTTIN.
+    let sandbox = Sandbox::new("pty");
+    let inner = format!(
+        "{} -- sh -c 'echo pgid=$(ps -o pgid= -p $$ | tr -d \" \") tpgid=$(ps -o tpgid= -p $$ | tr -d \" \")' sh",
+        common::CKPTRUN
+    );
+    let out = run(std::process::Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("pgid="))
+        .unwrap_or_else(|| panic!("{:?}", out.stdout));
+    let (pgid, tpgid) = line.trim().split_once(' ').unwrap();
+    assert_eq!(
+        pgid.trim_start_matches("pgid="),
+        tpgid.trim_start_matches("tpgid="),
+        "{line}"
     );
 }
 
@@ -121,8 +202,8 @@ fn a_plain_program_stops_on_sigtstp_and_is_ended_not_hung() {
     // `sleep` is not condor_compile'd: the eviction's SIGTSTP stops it.
     // (`exec` from sh: sleep itself would reject the -_condor_* arguments.)
     let sandbox = Sandbox::new("plain-sleep");
-    let job = start(shell(&sandbox, &[], "exec sleep 60"));
-    std::thread::sleep(Duration::from_millis(200));
+    let mut job = start(shell(&sandbox, &[], "echo ready > ready; exec sleep 60"));
+    job.wait_for(&sandbox.path("ready"));
     let sent = Instant::now();
     job.signal(libc::SIGTERM);
     let out = job.finish();
@@ -165,6 +246,7 @@ fn a_sigstop_suspend_is_left_alone() {
     // SAFETY: kill has no memory arguments.
     unsafe { libc::kill(job_pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: kill has no memory arguments.
     unsafe { libc::kill(job_pid, libc::SIGCONT) };
     assert_eq!(job.finish().code(), Some(4));
 }

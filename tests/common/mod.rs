@@ -13,48 +13,59 @@ use std::time::{Duration, Instant};
 
 pub const CKPTRUN: &str = env!("CARGO_BIN_EXE_ckptrun");
 
-/// The x86_64 condor_compile'd stand-in (`examples/condor_job.rs`), which
-/// `cargo test` builds beside ckptrun.
+/// The condor_compile'd stand-in (`examples/condor_job.rs`), x86_64.
 pub fn fixture() -> PathBuf {
-    Path::new(CKPTRUN)
-        .parent()
-        .unwrap()
-        .join("examples/condor_job")
+    build_for("x86_64-unknown-linux-musl").join("examples/condor_job")
 }
 
 /// The same fixture built for i686, a real ELF32 file.
 pub fn fixture_i686() -> PathBuf {
-    i686_build().join("examples/condor_job")
+    build_for("i686-unknown-linux-musl").join("examples/condor_job")
 }
 
 /// ckptrun itself built for i686, as shipped to 32-bit execute nodes.
 pub fn ckptrun_i686() -> PathBuf {
-    i686_build().join("ckptrun")
+    build_for("i686-unknown-linux-musl").join("ckptrun")
 }
 
-/// Builds ckptrun and the fixture for i686 (debug, so the allocation
-/// guard is in), once per test run, in a target directory of their own so
-/// the build does not wait on the lock of the build running these tests.
-fn i686_build() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let target_dir = root.join("target/fixture-i686");
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "--bin", "ckptrun", "--example", "condor_job"])
-                .args(["--target", "i686-unknown-linux-musl", "--target-dir"])
-                .arg(&target_dir)
-                .current_dir(root)
-                .status()
-                .expect("run cargo");
-            assert!(
-                status.success(),
-                "building for i686 failed: is the target installed? (rustup target add i686-unknown-linux-musl)"
-            );
-            target_dir.join("i686-unknown-linux-musl/debug")
-        })
-        .clone()
+/// Builds ckptrun and the fixture for `target` (debug, so the allocation
+/// guard is in), once per test binary. `cargo test --test NAME` does not
+/// build examples, so the tests do it themselves, in a target directory of
+/// their own so as not to wait on the lock of the build running them.
+fn build_for(target: &'static str) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<(&'static str, PathBuf)>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, dir)) = built.iter().find(|(t, _)| *t == target) {
+        return dir.clone();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), PathBuf::from)
+        .join("fixtures");
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "--bin",
+            "ckptrun",
+            "--example",
+            "condor_job",
+            "--target",
+            target,
+        ])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .current_dir(root)
+        .status()
+        .expect("run cargo");
+    assert!(
+        status.success(),
+        "building the fixtures for {target} failed: is the target installed? (rustup target add {target})"
+    );
+    let dir = target_dir.join(target).join("debug");
+    built.push((target, dir.clone()));
+    dir
 }
 
 /// A scratch directory standing in for a job's sandbox.
