@@ -8,8 +8,9 @@ use std::time::Duration;
 use lexopt::prelude::*;
 
 use crate::error::Error;
-use crate::personality::ArchChoice;
+use crate::personality::{ArchChoice, Flags};
 use crate::signals;
+use crate::supervise::Periodic;
 use crate::sys::Sig;
 
 pub const HELP: &str = "\
@@ -83,6 +84,25 @@ pub struct Config {
     pub interval_continue: bool,
     pub verbose: bool,
     pub log: Option<OsString>,
+}
+
+impl Config {
+    /// Which of setarch's -R, -L, -B the job gets.
+    pub fn personality_flags(&self) -> Flags {
+        Flags {
+            no_randomize: !self.keep_aslr,
+            compat_layout: !self.no_compat_layout,
+            limit_32bit: !self.no_limit_32bit,
+        }
+    }
+
+    /// The `--interval` timer, if any.
+    pub fn periodic(&self) -> Option<Periodic> {
+        self.interval.map(|every| Periodic {
+            every,
+            repeat: self.interval_continue,
+        })
+    }
 }
 
 /// Exit codes ckptrun gives its own verdicts; a checkpoint code may not be

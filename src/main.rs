@@ -37,11 +37,8 @@ use std::os::unix::ffi::OsStrExt;
 use crate::cli::{Config, Request};
 use crate::error::Error;
 use crate::log::Log;
-use crate::personality::{Arch, ArchChoice, Flags};
 use crate::protocol::{Protocol, Verdict};
 use crate::signals::Inherited;
-use crate::spawn::SpawnError;
-use crate::supervise::Periodic;
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
@@ -63,35 +60,12 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
 /// Plans, starts and supervises the job; returns how ckptrun should end.
 fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Error> {
     let path = program::locate(&config.program, std::env::var_os("PATH"))?;
-    let arch = match config.arch {
-        ArchChoice::X86_64 => Arch::X86_64,
-        ArchChoice::I386 => Arch::I386,
-        ArchChoice::Auto => program::elf_arch(&path).unwrap_or_else(|| {
-            log.info(format_args!(
-                "{}: no readable ELF header; assuming {}",
-                path.display(),
-                Arch::NATIVE.name()
-            ));
-            Arch::NATIVE
-        }),
-    };
+    let arch = program::arch(config.arch, &path, log);
     let (mut protocol, extra) = condor::Condor::plan(config, log)?;
     let command = spawn::Command::new(&path, &config.program, &config.args, &extra)?;
-    let flags = Flags {
-        no_randomize: !config.keep_aslr,
-        compat_layout: !config.no_compat_layout,
-        limit_32bit: !config.no_limit_32bit,
-    };
-    personality::apply(
-        personality::persona(arch, flags),
-        config.personality_optional,
-        log,
-    )?;
+    let persona = personality::persona(arch, config.personality_flags());
+    personality::apply(persona, config.personality_optional, log)?;
     supervise::adopt_orphans(log);
-    let periodic = config.interval.map(|every| Periodic {
-        every,
-        repeat: config.interval_continue,
-    });
     let foreground = spawn::owns_terminal();
     let allocate_for_test = alloc_guard::test_allocation_requested();
 
@@ -99,7 +73,10 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
     alloc_guard::arm();
     let job = match spawn::spawn(&command, inherited, foreground) {
         Ok(pid) => pid,
-        Err(e) => return Ok(launch_failed(e, config, log)),
+        Err(e) => {
+            log.warn(format_args!("{}: {e}", config.program.display()));
+            return Ok(Verdict::Exit(e.exit_code()));
+        }
     };
     log.info(format_args!(
         "started {} as pid {job} ({})",
@@ -109,31 +86,8 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
     if allocate_for_test {
         alloc_guard::allocate_for_test();
     }
-    let ended = supervise::supervise(job, &mut protocol, periodic, log);
+    let ended = supervise::supervise(job, &mut protocol, config.periodic(), log);
     Ok(protocol.judge(ended, log))
-}
-
-/// The job did not start: say why, as env(1) would, without allocating.
-fn launch_failed(err: SpawnError, config: &Config, log: &Log) -> Verdict {
-    let program = config.program.display();
-    match err {
-        SpawnError::Launcher(errno) => {
-            log.warn(format_args!(
-                "cannot start {program}: {}",
-                sys::strerror(errno)
-            ));
-            Verdict::Exit(error::LAUNCHER_FAILED)
-        }
-        SpawnError::Exec(errno) => {
-            log.warn(format_args!("{program}: {}", sys::strerror(errno)));
-            let not_found = errno == libc::ENOENT || errno == libc::ENOTDIR;
-            Verdict::Exit(if not_found {
-                error::NOT_FOUND
-            } else {
-                error::CANNOT_EXECUTE
-            })
-        }
-    }
 }
 
 fn fail(log: &Log, err: Error) -> ! {

@@ -8,7 +8,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{self, Error};
-use crate::personality::Arch;
+use crate::log::Log;
+use crate::personality::{Arch, ArchChoice};
 
 /// musl's execvp default when PATH is unset.
 const DEFAULT_PATH: &str = "/usr/local/bin:/bin:/usr/bin";
@@ -48,6 +49,24 @@ pub fn locate(program: &OsStr, path_var: Option<OsString>) -> Result<PathBuf, Er
         why: "not found in PATH".into(),
         code: error::NOT_FOUND,
     })
+}
+
+/// The architecture to run `path` as: the one asked for, or with `auto`
+/// the one its ELF header names (ckptrun's own for a script or an
+/// unreadable file).
+pub fn arch(choice: ArchChoice, path: &Path, log: &Log) -> Arch {
+    match choice {
+        ArchChoice::X86_64 => Arch::X86_64,
+        ArchChoice::I386 => Arch::I386,
+        ArchChoice::Auto => elf_arch(path).unwrap_or_else(|| {
+            log.info(format_args!(
+                "{}: no readable ELF header; assuming {}",
+                path.display(),
+                Arch::NATIVE.name()
+            ));
+            Arch::NATIVE
+        }),
+    }
 }
 
 /// The architecture in `path`'s ELF header, or `None` if it is not a

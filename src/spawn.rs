@@ -3,6 +3,7 @@
 //! parent through a close-on-exec pipe, so the parent knows, not guesses,
 //! why the job did not start.
 
+use core::fmt;
 use std::ffi::{CString, OsStr, OsString, c_char};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -11,7 +12,7 @@ use std::path::Path;
 use rustix::pipe::{PipeFlags, pipe_with};
 use rustix::process::Pid as RPid;
 
-use crate::error::Error;
+use crate::error::{self, Error};
 use crate::signals::Inherited;
 use crate::sys::{self, Forked, Pid};
 
@@ -59,6 +60,28 @@ pub enum SpawnError {
     Launcher(i32),
     /// execve(2) failed with this errno.
     Exec(i32),
+}
+
+impl SpawnError {
+    /// As env(1): 127 not found, 126 found but not executable, 125 when
+    /// ckptrun could not even try.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            SpawnError::Launcher(_) => error::LAUNCHER_FAILED,
+            SpawnError::Exec(libc::ENOENT | libc::ENOTDIR) => error::NOT_FOUND,
+            SpawnError::Exec(_) => error::CANNOT_EXECUTE,
+        }
+    }
+}
+
+/// Shows why, without allocating.
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SpawnError::Launcher(errno) => write!(f, "cannot start it: {}", sys::strerror(errno)),
+            SpawnError::Exec(errno) => f.write_str(sys::strerror(errno)),
+        }
+    }
 }
 
 /// Whether ckptrun's stdin is a terminal whose foreground is ckptrun's
