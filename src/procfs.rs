@@ -6,7 +6,7 @@ use core::fmt::Write;
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::sys::{Pid, Sig};
+use crate::sys::{self, Pid, Sig};
 
 /// Whether `pid` has a handler installed for `sig` (its `SigCgt` mask).
 /// `false` if that cannot be read.
@@ -21,15 +21,7 @@ fn caught_mask(pid: Pid) -> Option<u64> {
     let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
     // The whole file is about 1.5 KiB; SigCgt is in its first half.
     let mut buf = [0u8; 4096];
-    let mut len = 0;
-    while len < buf.len() {
-        match rustix::io::read(&fd, &mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return None,
-        }
-    }
+    let len = sys::read_fill(&fd, &mut buf).ok()?;
     parse_sigcgt(&buf[..len])
 }
 

@@ -158,14 +158,6 @@ fn exec_child(command: &Command, inherited: &Inherited, foreground: bool, report
 /// closed on a successful exec.
 fn read_errno(pipe: OwnedFd) -> Option<i32> {
     let mut buf = [0u8; 4];
-    let mut got = 0;
-    while got < buf.len() {
-        match rustix::io::read(&pipe, &mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => break,
-        }
-    }
+    let got = sys::read_fill(&pipe, &mut buf).unwrap_or(0);
     (got == buf.len()).then(|| i32::from_ne_bytes(buf))
 }

@@ -153,6 +153,21 @@ pub fn wait_signal(set: &SigSet, timeout: Option<Duration>) -> Option<Received> 
     Some(Received { sig, from_self })
 }
 
+/// Reads into `buf` until it is full or the end of the file, retrying
+/// after EINTR; returns how many bytes it read. Async-signal-safe (read(2)).
+pub fn read_fill(fd: impl std::os::fd::AsFd, buf: &mut [u8]) -> rustix::io::Result<usize> {
+    let mut len = 0;
+    while len < buf.len() {
+        match rustix::io::read(&fd, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(len)
+}
+
 /// Sends `sig` to `pid` (kill(2); async-signal-safe). Negative `pid`
 /// means a process group, as in kill(2).
 pub fn kill(pid: Pid, sig: Sig) -> Result<(), c_int> {

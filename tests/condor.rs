@@ -80,23 +80,21 @@ fn first_start_passes_ckpt_after_the_jobs_own_arguments() {
     let sandbox = Sandbox::with_job("args");
     let report = sandbox.path("report");
     let weird = std::ffi::OsStr::from_bytes(b"caf\xe9 \xff");
-    let out = run(sandbox
-        .ckptrun(["-c", "state/ck"])
-        .arg("./job")
-        .args(["0", "1", "two words", ""])
-        .arg(weird)
-        .env("CONDOR_JOB_REPORT", &report));
+    let start_job = || {
+        run(sandbox
+            .ckptrun(["-c", "state/ck"])
+            .arg("./job")
+            .args(["0", "1", "two words", ""])
+            .arg(weird)
+            .env("CONDOR_JOB_REPORT", &report))
+    };
     // state/ does not exist: ckptrun refuses before starting anything.
+    let out = start_job();
     assert_eq!(out.code(), Some(125));
     assert_one_error_line(&out, "state: cannot write checkpoints there");
 
     std::fs::create_dir(sandbox.path("state")).unwrap();
-    let out = run(sandbox
-        .ckptrun(["-c", "state/ck"])
-        .arg("./job")
-        .args(["0", "1", "two words", ""])
-        .arg(weird)
-        .env("CONDOR_JOB_REPORT", &report));
+    let out = start_job();
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     let argv = read_report(&report).argv;
     let want: Vec<Vec<u8>> = [
