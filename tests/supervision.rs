@@ -359,22 +359,9 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
 
 #[test]
 fn as_pid_1_a_signal_death_is_128_plus_n() {
-    if !can_unshare() {
-        panic!("unshare --pid is not permitted here; run the tests as root (CI does)");
-    }
     let sandbox = Sandbox::new("pid1");
-    let out = run(std::process::Command::new("unshare")
-        .args([
-            "--fork",
-            "--pid",
-            "--mount-proc",
-            common::CKPTRUN,
-            "--",
-            "sh",
-            "-c",
-            "kill -SEGV $$",
-            "sh",
-        ])
+    let out = run(pid_namespace()
+        .args([common::CKPTRUN, "--", "sh", "-c", "kill -SEGV $$", "sh"])
         .current_dir(&sandbox.dir));
     assert_eq!(
         out.code(),
@@ -389,17 +376,8 @@ fn as_pid_1_a_signal_death_is_128_plus_n() {
     std::fs::copy(fixture(), sandbox.path("job")).unwrap();
     let report = sandbox.path("report");
     let mut job = start(
-        std::process::Command::new("unshare")
-            .args([
-                "--fork",
-                "--pid",
-                "--mount-proc",
-                "--kill-child",
-                common::CKPTRUN,
-                "./job",
-                "1000",
-                "10",
-            ])
+        pid_namespace()
+            .args(["--kill-child", common::CKPTRUN, "./job", "1000", "10"])
             .env("CONDOR_JOB_REPORT", &report)
             .current_dir(&sandbox.dir),
     );
@@ -421,11 +399,17 @@ fn as_pid_1_a_signal_death_is_128_plus_n() {
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
 }
 
-fn can_unshare() -> bool {
-    std::process::Command::new("unshare")
-        .args(["--fork", "--pid", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
+/// `unshare --fork --pid --mount-proc`: what follows runs as PID 1 of a
+/// new PID namespace. As root directly; otherwise inside a user
+/// namespace of its own (--map-root-user), which needs no privilege.
+fn pid_namespace() -> std::process::Command {
+    let mut cmd = std::process::Command::new("unshare");
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        cmd.arg("--map-root-user");
+    }
+    cmd.args(["--fork", "--pid", "--mount-proc"]);
+    cmd
 }
 
 /// The first child of `pid` (from /proc/PID/task/PID/children).
