@@ -1,6 +1,6 @@
-//! Reading a process's signal dispositions from /proc/PID/status, in
-//! fixed buffers: it runs in the supervision loop, where nothing may
-//! allocate.
+//! Reading whether a child has installed a signal handler, from
+//! /proc/PID/stat in a fixed buffer: it runs in the supervision loop,
+//! where nothing may allocate.
 
 use core::fmt::Write;
 
@@ -8,48 +8,79 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::sys::{self, Pid, Sig};
 
-/// Whether `pid` has a handler installed for `sig` (its `SigCgt` mask).
-/// `false` if that cannot be read.
+/// Whether our child `pid` has a handler installed for `sig` (1-31).
+/// `false` when that cannot be known: /proc unreadable, or a /proc that
+/// belongs to another PID namespace (its `pid` is not our child).
 pub fn catches(pid: Pid, sig: Sig) -> bool {
-    caught_mask(pid).is_some_and(|mask| mask & (1u64 << (sig - 1)) != 0)
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    caught_mask(pid, me)
+        .is_some_and(|mask| (1..=31).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
 }
 
-fn caught_mask(pid: Pid) -> Option<u64> {
+fn caught_mask(pid: Pid, parent: Pid) -> Option<u64> {
     let mut path: heapless::String<32> = heapless::String::new();
-    write!(path, "/proc/{pid}/status\0").ok()?;
+    write!(path, "/proc/{pid}/stat\0").ok()?;
     let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
     let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
-    // The whole file is about 1.5 KiB; SigCgt is in its first half.
-    let mut buf = [0u8; 4096];
+    // One line of about 300 bytes (the command name is at most 16);
+    // a full buffer means something unexpected: unknown.
+    let mut buf = [0u8; 1024];
     let len = sys::read_fill(&fd, &mut buf).ok()?;
-    parse_sigcgt(&buf[..len])
+    (len < buf.len()).then_some(())?;
+    parse_stat(&buf[..len], parent)
 }
 
-fn parse_sigcgt(status: &[u8]) -> Option<u64> {
-    let line = status
-        .split(|&b| b == b'\n')
-        .find(|l| l.starts_with(b"SigCgt:"))?;
-    let hex = core::str::from_utf8(&line[b"SigCgt:".len()..]).ok()?.trim();
-    u64::from_str_radix(hex, 16).ok()
+/// `sigcatch` (field 34 of proc(5), decimal, signals 1-31) from a stat
+/// line, if its parent (field 4) is `parent`.
+fn parse_stat(stat: &[u8], parent: Pid) -> Option<u64> {
+    // The command name (field 2) may hold spaces and parentheses: the
+    // fields that follow start after the last ')'.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = core::str::from_utf8(stat.get(close + 2..)?).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let ppid: Pid = fields.nth(1)?.parse().ok()?; // field 4
+    if ppid != parent {
+        return None;
+    }
+    fields.nth(29)?.parse().ok() // field 34
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const STAT: &[u8] =
+        b"4242 (a) b) c) S 77 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 555 \
+        1000 50 18446744073709551615 1 1 0 0 0 0 0 4096 526336 17 1 0 0 0 0 0\n";
+
     #[test]
-    fn reads_sigcgt() {
-        let status =
-            b"Name:\tx\nSigIgn:\t0000000000000001\nSigCgt:\t0000000000080800\nCapInh:\t0\n";
-        assert_eq!(parse_sigcgt(status), Some(0x80800));
-        assert_eq!(parse_sigcgt(b"Name:\tx\n"), None);
+    fn reads_sigcatch_after_the_command_name() {
+        // Fields 31-34: pending 0, blocked 0, ignored 4096, caught 526336.
+        assert_eq!(parse_stat(STAT, 77), Some(526_336));
+        assert_eq!(
+            526_336,
+            (1 << (libc::SIGTSTP - 1)) | (1 << (libc::SIGUSR2 - 1))
+        );
     }
 
     #[test]
-    fn sees_our_own_handlers_absent() {
-        // The unit-test process installs no SIGTSTP handler.
+    fn another_parent_means_unknown() {
+        assert_eq!(parse_stat(STAT, 78), None);
+        assert_eq!(parse_stat(b"4242 (cut", 77), None);
+    }
+
+    #[test]
+    fn reads_a_real_child() {
+        let child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as Pid;
         let me = rustix::process::getpid().as_raw_nonzero().get();
-        assert!(caught_mask(me).is_some());
-        assert!(!catches(me, libc::SIGTSTP));
+        let mask = caught_mask(pid, me);
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(mask, Some(0), "sleep catches nothing");
     }
 }

@@ -32,7 +32,8 @@ pub struct Job {
 }
 
 impl Job {
-    /// Whether the job has a handler for `sig` now. Does not allocate.
+    /// Whether the job has a handler for `sig` (1-31) now; `false` if
+    /// unknown. Does not allocate.
     pub fn catches(&self, sig: Sig) -> bool {
         procfs::catches(self.pid, sig)
     }

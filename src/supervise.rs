@@ -135,7 +135,9 @@ impl<P: Protocol> Supervisor<'_, P> {
                 ));
             }
             self.held.signals |= 1 << (sig - 1);
-            self.held.retry_at = Some(Instant::now() + HOLD_RETRY);
+            self.held
+                .retry_at
+                .get_or_insert(Instant::now() + HOLD_RETRY);
             return;
         }
         self.act(format_args!("received {}", Name(sig)), action);
@@ -150,7 +152,9 @@ impl<P: Protocol> Supervisor<'_, P> {
                 ));
             }
             self.held.tick = true;
-            self.held.retry_at = Some(Instant::now() + HOLD_RETRY);
+            self.held
+                .retry_at
+                .get_or_insert(Instant::now() + HOLD_RETRY);
             return;
         }
         self.act(format_args!("periodic checkpoint"), action);

@@ -265,13 +265,13 @@ fn a_signal_at_any_instant_of_start_up_is_forwarded() {
 
 #[test]
 fn an_eviction_before_the_job_handles_sigtstp_waits_for_it() {
-    // The job takes 400 ms to install its handlers. SIGTSTP sent before
+    // The job takes 1 s to install its handlers. SIGTSTP sent before
     // that would stop it, and ckptrun would take it for a plain program.
     let sandbox = Sandbox::with_job("slow-init");
     let job = start(
         sandbox
             .ckptrun(["-v", "./job", "1000", "10"])
-            .env("CONDOR_JOB_INIT_MS", "400"),
+            .env("CONDOR_JOB_INIT_MS", "1000"),
     );
     wait_for_child(job.pid());
     job.signal(libc::SIGTERM);

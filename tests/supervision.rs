@@ -93,14 +93,32 @@ fn a_signal_death_is_passed_on_as_the_same_signal_without_a_core() {
 
 #[test]
 fn signals_ckptrun_raises_itself_are_not_forwarded() {
-    // ckptrun's stderr is a pipe nobody reads: each of its --verbose
-    // lines raises SIGPIPE at ckptrun. The job must not receive them.
+    // ckptrun's stderr is a pipe whose read end is closed before it
+    // starts: each of its --verbose lines raises SIGPIPE at ckptrun. The
+    // job must not receive them (its PIPE trap would record one while its
+    // USR1 trap waits), nor may ckptrun act on them.
     let sandbox = Sandbox::new("own-sigpipe");
-    let script = "trap 'echo pipe >> got' PIPE; trap 'echo usr1 >> got; exit 0' USR1; \
+    let script = "trap 'echo pipe >> got' PIPE; trap 'echo usr1 >> got; sleep 0.3; exit 0' USR1; \
                   echo ready > ready; while :; do sleep 0.01; done";
-    let mut cmd = shell(&sandbox, &["-v"], script);
-    let mut job = start(cmd.stderr(std::process::Stdio::piped()));
-    drop(job.child.stderr.take());
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills the two descriptors; we own both.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fds[0] and fds[1] are open and owned by nothing else.
+    let (read_end, write_end) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(read_end);
+    let child = shell(&sandbox, &["-v", "--log", "log"], script)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(write_end)
+        .spawn()
+        .unwrap();
+    let mut job = Running { child };
     job.wait_for(&sandbox.path("ready"));
     job.signal(libc::SIGUSR1);
     let out = job.finish();
@@ -109,6 +127,9 @@ fn signals_ckptrun_raises_itself_are_not_forwarded() {
         std::fs::read_to_string(sandbox.path("got")).unwrap(),
         "usr1\n"
     );
+    let log = std::fs::read_to_string(sandbox.path("log")).unwrap();
+    assert!(log.contains("received SIGUSR1"), "{log}");
+    assert!(!log.contains("SIGPIPE"), "{log}");
 }
 
 #[test]
