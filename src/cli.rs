@@ -10,7 +10,7 @@ use lexopt::prelude::*;
 use crate::error::Error;
 use crate::personality::{ArchChoice, Flags};
 use crate::signals;
-use crate::supervise::Periodic;
+use crate::supervise::{Periodic, Supervision};
 use crate::sys::Sig;
 
 pub const HELP: &str = "\
@@ -42,6 +42,12 @@ Options:
                           SIGTSTP, so the job checkpoints and exits 85
       --interval-continue with --interval: send SIGUSR2 every SECS instead;
                           the job checkpoints and keeps running
+      --pgroup            send forwarded signals to the job's whole process
+                          group (tini -g), not only the job
+      --pdeathsig SIG     when ckptrun's parent dies, ckptrun receives SIG
+                          and handles it like any other signal (tini -p)
+      --status-file FILE  when the job ends, write its raw wait status there
+                          as `Exited: N` (as HTCondor's condor_pid_ns_init)
   -v, --verbose           report progress on stderr
       --log FILE          append timestamped progress lines to FILE
   -h, --help              print this help
@@ -84,6 +90,9 @@ pub struct Config {
     pub interval_continue: bool,
     pub verbose: bool,
     pub log: Option<OsString>,
+    pub pgroup: bool,
+    pub pdeathsig: Option<Sig>,
+    pub status_file: Option<OsString>,
 }
 
 impl Config {
@@ -96,12 +105,16 @@ impl Config {
         }
     }
 
-    /// The `--interval` timer, if any.
-    pub fn periodic(&self) -> Option<Periodic> {
-        self.interval.map(|every| Periodic {
+    /// How the supervisor runs: the `--interval` timer and `--pgroup`.
+    pub fn supervision(&self) -> Supervision {
+        let periodic = self.interval.map(|every| Periodic {
             every,
             repeat: self.interval_continue,
-        })
+        });
+        Supervision {
+            periodic,
+            pgroup: self.pgroup,
+        }
     }
 }
 
@@ -126,6 +139,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error>
         interval_continue: false,
         verbose: false,
         log: None,
+        pgroup: false,
+        pdeathsig: None,
+        status_file: None,
     };
     let mut program = None;
     while let Some(arg) = parser.next().map_err(lexopt_error)? {
@@ -167,6 +183,17 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error>
                 })?);
             }
             Long("interval-continue") => config.interval_continue = true,
+            Long("pgroup") => config.pgroup = true,
+            Long("pdeathsig") => {
+                let text = string(&mut parser, "--pdeathsig")?;
+                let sig = signals::parse(&text).filter(|&s| s != 0);
+                config.pdeathsig = Some(sig.ok_or_else(|| {
+                    Error::usage(format!("--pdeathsig {text}"), "unknown signal")
+                })?);
+            }
+            Long("status-file") => {
+                config.status_file = Some(nonempty(&mut parser, "--status-file")?)
+            }
             Short('v') | Long("verbose") => config.verbose = true,
             Long("log") => config.log = Some(nonempty(&mut parser, "--log")?),
             Short('h') | Long("help") => return Ok(Request::Help),

@@ -15,6 +15,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::time::{ClockId, clock_gettime};
 
 use crate::error::Error;
+use crate::sys;
 
 /// The longest line written; longer messages are cut (and end in `...`).
 const LINE_MAX: usize = 1024;
@@ -64,7 +65,7 @@ impl Log {
             let mut line = Line::new();
             let _ = write!(line, "ckptrun: {args}");
             line.finish();
-            let _ = write_all(rustix::stdio::stderr(), line.bytes());
+            let _ = sys::write_all(rustix::stdio::stderr(), line.bytes());
         }
         if let Some(file) = &self.file {
             let mut line = Line::new();
@@ -75,20 +76,9 @@ impl Log {
                 rustix::process::getpid().as_raw_nonzero()
             );
             line.finish();
-            let _ = write_all(file.as_fd(), line.bytes());
+            let _ = sys::write_all(file.as_fd(), line.bytes());
         }
     }
-}
-
-fn write_all(fd: impl AsFd, mut bytes: &[u8]) -> rustix::io::Result<()> {
-    while !bytes.is_empty() {
-        match rustix::io::write(&fd, bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// A line being built in a fixed buffer; text past the end is dropped.

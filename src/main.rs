@@ -28,6 +28,7 @@ mod program;
 mod protocol;
 mod signals;
 mod spawn;
+mod status_file;
 mod supervise;
 mod sys;
 
@@ -65,7 +66,15 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
     let command = spawn::Command::new(&path, &config.program, &config.args, &extra)?;
     let persona = personality::persona(arch, config.personality_flags());
     personality::apply(persona, config.personality_optional, log)?;
+    let status_file = config
+        .status_file
+        .as_ref()
+        .map(status_file::StatusFile::prepare)
+        .transpose()?;
     supervise::adopt_orphans(log);
+    if let Some(sig) = config.pdeathsig {
+        supervise::signal_on_parent_death(sig, inherited.parent, log);
+    }
     let foreground = spawn::owns_terminal();
     let allocate_for_test = alloc_guard::test_allocation_requested();
 
@@ -86,7 +95,10 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
     if allocate_for_test {
         alloc_guard::allocate_for_test();
     }
-    let ended = supervise::supervise(job, &mut protocol, config.periodic(), log);
+    let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);
+    if let Some(file) = &status_file {
+        file.record(ended, log);
+    }
     Ok(protocol.judge(ended, log))
 }
 

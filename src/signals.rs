@@ -99,6 +99,9 @@ pub struct Inherited {
     /// SIGCHLD ignored, the kernel would reap our children behind our back,
     /// so ckptrun resets it for itself and restores it for the job.
     pub sigchld: SigAction,
+    /// ckptrun's parent when it started, to tell whether it has died
+    /// before --pdeathsig could be armed.
+    pub parent: sys::Pid,
 }
 
 impl Inherited {
@@ -113,7 +116,12 @@ impl Inherited {
         if sigchld.is_ignored() || sigchld.no_child_wait() {
             sys::set_action(libc::SIGCHLD, &SigAction::default_action());
         }
-        Self { mask, sigchld }
+        let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+        Self {
+            mask,
+            sigchld,
+            parent,
+        }
     }
 
     /// Gives the calling process back what ckptrun inherited. Called by

@@ -26,6 +26,14 @@ pub struct Periodic {
     pub repeat: bool,
 }
 
+/// How to supervise, from the command line.
+#[derive(Clone, Copy)]
+pub struct Supervision {
+    pub periodic: Option<Periodic>,
+    /// Signal the job's whole process group, not only the job.
+    pub pgroup: bool,
+}
+
 /// Outside a PID namespace, become the subreaper for our descendants so
 /// that orphans are reparented to us and reaped, not left to init. As
 /// PID 1 we already are.
@@ -42,20 +50,35 @@ pub fn adopt_orphans(log: &Log) {
     }
 }
 
+/// `--pdeathsig`: when our parent dies, we receive `sig` (blocked, so the
+/// loop handles it like any signal). If the parent `was` has already died,
+/// the kernel will not send it: raise it now. The job does not inherit
+/// it: fork clears it in the child.
+pub fn signal_on_parent_death(sig: Sig, was: Pid, log: &Log) {
+    if let Err(errno) = sys::set_parent_death_signal(sig) {
+        log.warn(format_args!(
+            "--pdeathsig {}: {}",
+            Name(sig),
+            sys::strerror(errno)
+        ));
+        return;
+    }
+    let now = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+    if now != was {
+        let _ = sys::kill(rustix::process::getpid().as_raw_nonzero().get(), sig);
+    }
+}
+
 /// Supervises the job `pid` until it ends; returns how it ended.
-pub fn supervise(
-    pid: Pid,
-    protocol: &mut impl Protocol,
-    periodic: Option<Periodic>,
-    log: &Log,
-) -> Ended {
+pub fn supervise(pid: Pid, protocol: &mut impl Protocol, how: Supervision, log: &Log) -> Ended {
     let started = Instant::now();
     let mut sup = Supervisor {
         job: Job { pid, started },
         protocol,
         log,
-        periodic,
-        tick_at: periodic.map(|p| started + p.every),
+        target: if how.pgroup { -pid } else { pid },
+        periodic: how.periodic,
+        tick_at: how.periodic.map(|p| started + p.every),
         kill_at: None,
         held: Held::default(),
     };
@@ -78,6 +101,8 @@ pub fn supervise(
 
 struct Supervisor<'a, P> {
     job: Job,
+    /// Where signals for the job go: its pid, or its process group.
+    target: Pid,
     protocol: &'a mut P,
     log: &'a Log,
     periodic: Option<Periodic>,
@@ -166,14 +191,14 @@ impl<P: Protocol> Supervisor<'_, P> {
             Action::Forward(sig) => {
                 self.log
                     .info(format_args!("{why}: sent {} to the job", Name(sig)));
-                let _ = sys::kill(self.job.pid, sig);
+                let _ = sys::kill(self.target, sig);
             }
             Action::Drop | Action::Hold => self.log.info(format_args!("{why}: nothing sent")),
             Action::End => {
                 self.log
                     .info(format_args!("{why}: ending the job (SIGTERM, SIGCONT)"));
-                let _ = sys::kill(self.job.pid, libc::SIGTERM);
-                let _ = sys::kill(self.job.pid, libc::SIGCONT);
+                let _ = sys::kill(self.target, libc::SIGTERM);
+                let _ = sys::kill(self.target, libc::SIGCONT);
                 self.kill_at = Some(Instant::now() + END_GRACE);
             }
         }
@@ -195,7 +220,7 @@ impl<P: Protocol> Supervisor<'_, P> {
                 "job still running {}s after SIGTERM: sending SIGKILL",
                 END_GRACE.as_secs()
             ));
-            let _ = sys::kill(self.job.pid, libc::SIGKILL);
+            let _ = sys::kill(self.target, libc::SIGKILL);
             self.kill_at = None;
         }
         if self.held.retry_at.is_some_and(|t| t <= now) {

@@ -168,6 +168,29 @@ pub fn read_fill(fd: impl std::os::fd::AsFd, buf: &mut [u8]) -> rustix::io::Resu
     Ok(len)
 }
 
+/// Writes all of `bytes`, retrying after EINTR and short writes.
+pub fn write_all(fd: impl std::os::fd::AsFd, mut bytes: &[u8]) -> rustix::io::Result<()> {
+    while !bytes.is_empty() {
+        match rustix::io::write(&fd, bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Sets the signal this process receives when its parent dies
+/// (prctl(PR_SET_PDEATHSIG)).
+pub fn set_parent_death_signal(sig: Sig) -> Result<(), c_int> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong) } == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
 /// Sends `sig` to `pid` (kill(2); async-signal-safe). Negative `pid`
 /// means a process group, as in kill(2).
 pub fn kill(pid: Pid, sig: Sig) -> Result<(), c_int> {

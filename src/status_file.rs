@@ -1,0 +1,71 @@
+//! `--status-file`: the job's raw wait status for an outside supervisor.
+//! As PID 1, ckptrun cannot die by the job's signal, so its own exit
+//! status (128+N) loses the difference between "killed by N" and "exited
+//! 128+N", and the core flag; HTCondor's condor_pid_ns_init writes the raw
+//! status to a file for the same reason, in the same form: `Exited: N`.
+
+use core::fmt::Write;
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rustix::fs::{Access, Mode, OFlags};
+
+use crate::error::Error;
+use crate::log::Log;
+use crate::protocol::Ended;
+use crate::sys;
+
+pub struct StatusFile {
+    path: CString,
+    tmp: CString,
+}
+
+impl StatusFile {
+    /// Checks that FILE can be written, before the job starts.
+    pub fn prepare(path: &OsString) -> Result<Self, Error> {
+        let shown = path.display();
+        let dir = match Path::new(path).parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| {
+            Error::usage(
+                format!("{}", dir.display()),
+                format!(
+                    "cannot write the status file there: {}",
+                    sys::strerror(e.raw_os_error())
+                ),
+            )
+        })?;
+        let nul = |_| Error::usage(&shown, "contains a NUL byte");
+        let mut tmp = path.as_bytes().to_vec();
+        tmp.extend_from_slice(b".tmp");
+        Ok(Self {
+            path: CString::new(path.as_bytes()).map_err(nul)?,
+            tmp: CString::new(tmp).map_err(nul)?,
+        })
+    }
+
+    /// Writes `Exited: RAW` whole: to FILE.tmp, synced, renamed over FILE,
+    /// so a reader never sees half a line. Does not allocate.
+    pub fn record(&self, ended: Ended, log: &Log) {
+        if let Err(e) = self.write(ended) {
+            log.warn(format_args!(
+                "{}: cannot write the status file: {}",
+                std::ffi::OsStr::from_bytes(self.path.as_bytes()).display(),
+                sys::strerror(e.raw_os_error())
+            ));
+        }
+    }
+
+    fn write(&self, ended: Ended) -> rustix::io::Result<()> {
+        let mut line: heapless::String<32> = heapless::String::new();
+        let _ = writeln!(line, "Exited: {}", ended.raw);
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(self.tmp.as_c_str(), flags, Mode::from_raw_mode(0o644))?;
+        sys::write_all(&fd, line.as_bytes())?;
+        rustix::fs::fsync(&fd)?;
+        rustix::fs::rename(self.tmp.as_c_str(), self.path.as_c_str())
+    }
+}

@@ -1,0 +1,145 @@
+//! ckptrun as an init: the raw status for an outside supervisor, signals
+//! to the job's whole process group, and following its parent's death.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn shell(sandbox: &Sandbox, extra: &[&str], script: &str) -> std::process::Command {
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend(["--", "sh", "-c", script, "sh"]);
+    sandbox.ckptrun(args)
+}
+
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie counts as dead.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn the_status_file_holds_the_raw_wait_status() {
+    let sandbox = Sandbox::new("status-file");
+    let out = run(shell(&sandbox, &["--status-file", "status"], "exit 3"));
+    assert_eq!(out.code(), Some(3));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("status")).unwrap(),
+        "Exited: 768\n"
+    );
+    assert!(!sandbox.path("status.tmp").exists());
+
+    // As PID 1 the exit status says 128+11; the file tells the truth.
+    let mut unshare = std::process::Command::new("unshare");
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        unshare.arg("--map-root-user");
+    }
+    let out = run(unshare
+        .args([
+            "--fork",
+            "--pid",
+            "--mount-proc",
+            CKPTRUN,
+            "--status-file",
+            "status",
+            "--",
+        ])
+        .args(["sh", "-c", "kill -SEGV $$", "sh"])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(128 + libc::SIGSEGV), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("status")).unwrap(),
+        format!("Exited: {}\n", libc::SIGSEGV)
+    );
+
+    let out = run(shell(
+        &sandbox,
+        &["--status-file", "no/such/dir/status"],
+        "exit 0",
+    ));
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(&out, "no/such/dir: cannot write the status file there");
+}
+
+#[test]
+fn pgroup_delivers_to_the_jobs_whole_process_group() {
+    // The job's child stays in the job's process group. With --pgroup a
+    // SIGTERM reaches it too; without, it outlives the job.
+    for pgroup in [true, false] {
+        let sandbox = Sandbox::new(&format!("pgroup-{pgroup}"));
+        let mut extra = vec!["--map", "TERM:TERM"];
+        if pgroup {
+            extra.push("--pgroup");
+        }
+        let script = "sleep 30 >/dev/null 2>&1 & echo $! > grandchild.tmp; mv grandchild.tmp grandchild; wait";
+        let mut job = start(shell(&sandbox, &extra, script));
+        job.wait_for(&sandbox.path("grandchild"));
+        let grandchild: i32 = std::fs::read_to_string(sandbox.path("grandchild"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        job.signal(libc::SIGTERM);
+        let out = job.finish();
+        assert_eq!(out.signal(), Some(libc::SIGTERM), "{}", out.stderr);
+        if pgroup {
+            wait_until("the grandchild is gone", || !alive(grandchild));
+        } else {
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(
+                alive(grandchild),
+                "without --pgroup the grandchild is not signalled"
+            );
+            // SAFETY: kill has no memory arguments.
+            unsafe { libc::kill(grandchild, libc::SIGKILL) };
+        }
+    }
+}
+
+#[test]
+fn pdeathsig_turns_the_parents_death_into_a_signal_for_the_job() {
+    // A parent shell starts ckptrun, waits until the job is ready, and
+    // exits: ckptrun receives SIGUSR1 and forwards it; the job records it.
+    let sandbox = Sandbox::new("pdeathsig");
+    let job = "trap 'echo parent-died > died; exit 0' USR1; echo ready > ready; while :; do sleep 0.01; done";
+    let parent = format!(
+        "'{CKPTRUN}' --pdeathsig USR1 -- sh -c \"{job}\" sh & \
+         while [ ! -e ready ]; do sleep 0.01; done; exit 0"
+    );
+    let out = run(std::process::Command::new("sh")
+        .args(["-c", &parent])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(0));
+    wait_until("the job got SIGUSR1", || sandbox.path("died").exists());
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("died")).unwrap(),
+        "parent-died\n"
+    );
+}
+
+#[test]
+fn without_pdeathsig_the_parents_death_changes_nothing() {
+    let sandbox = Sandbox::new("no-pdeathsig");
+    let job = "trap 'echo parent-died > died; exit 0' USR1; echo ready > ready; sleep 0.5; echo done > done";
+    let parent = format!(
+        "'{CKPTRUN}' -- sh -c \"{job}\" sh & while [ ! -e ready ]; do sleep 0.01; done; exit 0"
+    );
+    let out = run(std::process::Command::new("sh")
+        .args(["-c", &parent])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(0));
+    wait_until("the job ran to its end", || sandbox.path("done").exists());
+    assert!(!sandbox.path("died").exists());
+}
