@@ -15,6 +15,7 @@ use crate::sys::Sig;
 
 pub const HELP: &str = "\
 Usage: ckptrun [OPTIONS] [--] PROGRAM [ARG...]
+       ckptrun --mode init [OPTIONS] [--] PROGRAM [ARG...]
 
 Runs PROGRAM, a condor_compile'd job, the way HTCondor's checkpoint
 wrapper did: address randomization off (as `setarch ARCH -L -B -R`),
@@ -23,7 +24,12 @@ wrapper did: address randomization off (as `setarch ARCH -L -B -R`),
 and exit; ckptrun then exits with the checkpoint code (85) so HTCondor
 transfers FILE and restarts the job.
 
+With --mode init, ckptrun is only a minimal init (as tini): no
+personality, no arguments added, signals and exit status passed on
+unchanged; the checkpoint options below are refused.
+
 Options:
+      --mode condor|init  the checkpoint protocol [default: condor]
   -c, --ckpt FILE         checkpoint file [default: PROGRAM as given + .ckpt]
       --ckpt-exit-code N  exit code meaning \"checkpointed: transfer and
                           restart me\" [default: 85]
@@ -72,9 +78,19 @@ pub enum Request {
     Version,
 }
 
+/// Which checkpoint protocol the job speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// condor_compile'd: -_condor_ckpt, SIGTSTP, death by SIGUSR2.
+    Condor,
+    /// None: ckptrun is only an init.
+    Init,
+}
+
 /// Everything the command line says, checked.
 #[derive(Debug)]
 pub struct Config {
+    pub mode: Mode,
     pub program: OsString,
     pub args: Vec<OsString>,
     pub ckpt: Option<OsString>,
@@ -118,6 +134,19 @@ impl Config {
     }
 }
 
+/// The options that configure checkpointing, not the init.
+const CHECKPOINT_OPTIONS: [&str; 9] = [
+    "ckpt",
+    "ckpt-exit-code",
+    "arch",
+    "keep-aslr",
+    "no-compat-layout",
+    "no-limit-32bit",
+    "personality-optional",
+    "interval",
+    "interval-continue",
+];
+
 /// Exit codes ckptrun gives its own verdicts; a checkpoint code may not be
 /// one of them, nor 0, nor above 128.
 pub const RESERVED_CODES: [u8; 6] = [120, 121, 122, 125, 126, 127];
@@ -125,6 +154,7 @@ pub const RESERVED_CODES: [u8; 6] = [120, 121, 122, 125, 126, 127];
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error> {
     let mut parser = lexopt::Parser::from_args(args);
     let mut config = Config {
+        mode: Mode::Condor,
         program: OsString::new(),
         args: Vec::new(),
         ckpt: None,
@@ -144,8 +174,30 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error>
         status_file: None,
     };
     let mut program = None;
+    // The first checkpoint option given, refused with --mode init.
+    let mut checkpoint_option = None;
     while let Some(arg) = parser.next().map_err(lexopt_error)? {
+        if let Long(name) = arg
+            && CHECKPOINT_OPTIONS.contains(&name)
+        {
+            checkpoint_option.get_or_insert(name.to_string());
+        } else if arg == Short('c') {
+            checkpoint_option.get_or_insert("ckpt".to_string());
+        }
         match arg {
+            Long("mode") => {
+                let text = string(&mut parser, "--mode")?;
+                config.mode = match text.as_str() {
+                    "condor" => Mode::Condor,
+                    "init" => Mode::Init,
+                    _ => {
+                        return Err(Error::usage(
+                            format!("--mode {text}"),
+                            "expected condor or init",
+                        ));
+                    }
+                };
+            }
             Short('c') | Long("ckpt") => config.ckpt = Some(nonempty(&mut parser, "--ckpt")?),
             Long("ckpt-exit-code") => {
                 let text = string(&mut parser, "--ckpt-exit-code")?;
@@ -211,6 +263,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error>
         program.ok_or_else(|| Error::usage("PROGRAM", "missing (see ckptrun --help)"))?;
     if config.program.is_empty() {
         return Err(Error::usage("PROGRAM", "is empty"));
+    }
+    if let (Mode::Init, Some(name)) = (config.mode, checkpoint_option) {
+        return Err(Error::usage(
+            format!("--{name}"),
+            "is for checkpointing; --mode init has none",
+        ));
     }
     if config.interval_continue && config.interval.is_none() {
         return Err(Error::usage("--interval-continue", "needs --interval SECS"));
@@ -368,6 +426,28 @@ mod tests {
         ] {
             let err = run(args).unwrap_err();
             assert_eq!(err.code, error::LAUNCHER_FAILED, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn init_mode_refuses_checkpoint_options() {
+        let c = run(&["--mode", "init", "--map", "TERM:INT", "--pgroup", "p"]).unwrap();
+        assert_eq!(c.mode, Mode::Init);
+        for option in [
+            &["-c", "f"][..],
+            &["--ckpt=f"],
+            &["--interval", "1"],
+            &["--keep-aslr"],
+            &["--arch", "i386"],
+        ] {
+            let mut args = vec!["--mode", "init"];
+            args.extend_from_slice(option);
+            args.push("p");
+            let err = run(&args).unwrap_err();
+            assert!(
+                err.why.contains("--mode init has none"),
+                "{option:?}: {err}"
+            );
         }
     }
 

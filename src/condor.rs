@@ -11,7 +11,7 @@ use crate::ckptfile::{CkptFile, Found, Snapshot};
 use crate::cli::Config;
 use crate::error::Error;
 use crate::log::Log;
-use crate::protocol::{Action, Ended, Job, Protocol, Routes, Verdict};
+use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::sys::Sig;
 
 /// The job stopped on SIGTSTP instead of checkpointing: it is not
@@ -156,9 +156,7 @@ impl Protocol for Condor {
                 ));
                 Verdict::Exit(CODE_COLLISION)
             }
-            (Some(code), _) => Verdict::Exit(code),
-            (_, Some(sig)) => Verdict::Signal(sig),
-            _ => Verdict::Exit(crate::error::LAUNCHER_FAILED),
+            _ => protocol::pass_on(ended),
         }
     }
 }

@@ -21,6 +21,7 @@ mod cli;
 mod condor;
 mod error;
 mod exit;
+mod init;
 mod log;
 mod personality;
 mod procfs;
@@ -34,8 +35,9 @@ mod sys;
 
 use std::ffi::{CStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
-use crate::cli::{Config, Request};
+use crate::cli::{Config, Mode, Request};
 use crate::error::Error;
 use crate::log::Log;
 use crate::protocol::{Protocol, Verdict};
@@ -61,11 +63,31 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
 /// Plans, starts and supervises the job; returns how ckptrun should end.
 fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Error> {
     let path = program::locate(&config.program, std::env::var_os("PATH"))?;
-    let arch = program::arch(config.arch, &path, log);
-    let (mut protocol, extra) = condor::Condor::plan(config, log)?;
-    let command = spawn::Command::new(&path, &config.program, &config.args, &extra)?;
-    let persona = personality::persona(arch, config.personality_flags());
-    personality::apply(persona, config.personality_optional, log)?;
+    match config.mode {
+        Mode::Condor => {
+            let arch = program::arch(config.arch, &path, log);
+            let (protocol, extra) = condor::Condor::plan(config, log)?;
+            let persona = personality::persona(arch, config.personality_flags());
+            personality::apply(persona, config.personality_optional, log)?;
+            start_and_supervise(config, inherited, log, &path, &extra, protocol)
+        }
+        Mode::Init => {
+            start_and_supervise(config, inherited, log, &path, &[], init::Init::new(config))
+        }
+    }
+}
+
+/// Starts PROGRAM ARG... EXTRA... and supervises it to its end under
+/// `protocol`.
+fn start_and_supervise(
+    config: &Config,
+    inherited: &Inherited,
+    log: &Log,
+    path: &Path,
+    extra: &[OsString],
+    mut protocol: impl Protocol,
+) -> Result<Verdict, Error> {
+    let command = spawn::Command::new(path, &config.program, &config.args, extra)?;
     let status_file = config
         .status_file
         .as_ref()
@@ -88,9 +110,8 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
         }
     };
     log.info(format_args!(
-        "started {} as pid {job} ({})",
-        config.program.display(),
-        arch.name()
+        "started {} as pid {job}",
+        config.program.display()
     ));
     if allocate_for_test {
         alloc_guard::allocate_for_test();

@@ -76,6 +76,15 @@ impl fmt::Display for Ended {
     }
 }
 
+/// The job's end as ckptrun's own: its exit code, or death by its signal.
+pub fn pass_on(ended: Ended) -> Verdict {
+    match (ended.exit_code(), ended.signal()) {
+        (Some(code), _) => Verdict::Exit(code),
+        (_, Some(sig)) => Verdict::Signal(sig),
+        _ => Verdict::Exit(crate::error::LAUNCHER_FAILED),
+    }
+}
+
 pub trait Protocol {
     /// ckptrun received `sig` (never SIGCHLD).
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action;

@@ -143,3 +143,83 @@ fn without_pdeathsig_the_parents_death_changes_nothing() {
     wait_until("the job ran to its end", || sandbox.path("done").exists());
     assert!(!sandbox.path("died").exists());
 }
+
+#[test]
+fn init_mode_adds_nothing_to_the_job() {
+    let sandbox = Sandbox::new("init-mode");
+    let out = run(sandbox.ckptrun(["--mode", "init", "--", "printf", "%s|", "a b", "", "-v"]));
+    assert_eq!(
+        (out.code(), out.stdout.as_str()),
+        (Some(0), "a b||-v|"),
+        "{}",
+        out.stderr
+    );
+    let out = run(sandbox.ckptrun(["--mode", "init", "--", "cat", "/proc/self/personality"]));
+    assert_eq!(out.stdout, "00000000\n", "no personality change");
+    let out = run(sandbox.ckptrun(["--mode", "init", "--ckpt", "x", "--", "true"]));
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(&out, "--ckpt: is for checkpointing; --mode init has none");
+}
+
+#[test]
+fn init_mode_passes_every_exit_code_through() {
+    let sandbox = Sandbox::new("init-exit-codes");
+    for code in 0..=255 {
+        let out = run(shell(
+            &sandbox,
+            &["--mode", "init"],
+            &format!("exit {code}"),
+        ));
+        assert_eq!(out.code(), Some(code), "{}", out.stderr);
+    }
+}
+
+/// Sends each catchable signal 1-31 but SIGCHLD to ckptrun and checks the
+/// job (a shell trapping it) received that very signal.
+fn every_signal_reaches_the_job(sandbox_name: &str, extra: &[&str]) {
+    let sandbox = Sandbox::new(sandbox_name);
+    for sig in 1..=31 {
+        if [libc::SIGKILL, libc::SIGSTOP, libc::SIGCHLD].contains(&sig) {
+            continue;
+        }
+        let _ = std::fs::remove_file(sandbox.path("ready"));
+        let script = format!(
+            "trap 'echo {sig} > got; exit 0' {sig}; echo ready > ready; while :; do sleep 0.01; done"
+        );
+        let mut job = start(shell(&sandbox, extra, &script));
+        job.wait_for(&sandbox.path("ready"));
+        job.signal(sig);
+        let out = job.finish();
+        assert_eq!(
+            out.code(),
+            Some(0),
+            "signal {sig}: {:?} {}",
+            out.status,
+            out.stderr
+        );
+        assert_eq!(
+            std::fs::read_to_string(sandbox.path("got")).unwrap(),
+            format!("{sig}\n")
+        );
+    }
+}
+
+#[test]
+fn signals_1_to_31_reach_the_job_in_init_mode() {
+    every_signal_reaches_the_job("signals-init", &["--mode", "init"]);
+}
+
+#[test]
+fn signals_1_to_31_reach_the_job_with_the_condor_map_off() {
+    every_signal_reaches_the_job(
+        "signals-condor",
+        &[
+            "--map",
+            "TERM:TERM",
+            "--map",
+            "TSTP:TSTP",
+            "--map",
+            "USR2:USR2",
+        ],
+    );
+}

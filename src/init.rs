@@ -1,0 +1,41 @@
+//! `--mode init`: no checkpoint protocol. ckptrun is only a minimal
+//! init, as tini is: no personality change and no arguments added;
+//! signals reach the job unchanged (`--map` still applies); the job's
+//! exit status becomes ckptrun's as it is, 0 to 255.
+
+use crate::cli::Config;
+use crate::log::Log;
+use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
+use crate::sys::Sig;
+
+pub struct Init {
+    routes: Routes,
+}
+
+impl Init {
+    pub fn new(config: &Config) -> Self {
+        Self {
+            routes: Routes::new(&[], &config.maps),
+        }
+    }
+}
+
+impl Protocol for Init {
+    fn on_signal(&mut self, sig: Sig, _job: &Job) -> Action {
+        self.routes.route(sig)
+    }
+
+    /// Never called: `--interval` is refused in this mode.
+    fn on_tick(&mut self, _job: &Job) -> Action {
+        Action::Drop
+    }
+
+    /// A stopped job is its own business (job control, a debugger).
+    fn on_stop(&mut self, _sig: Sig, _log: &Log) -> Action {
+        Action::Drop
+    }
+
+    fn judge(&self, ended: Ended, _log: &Log) -> Verdict {
+        protocol::pass_on(ended)
+    }
+}
