@@ -59,6 +59,9 @@ Options:
   -h, --help              print this help
   -V, --version           print the version
 
+Every option also reads from CKPTRUN_<LONG_NAME> (e.g. CKPTRUN_CKPT_EXIT_CODE=17,
+CKPTRUN_VERBOSE=1); the command line wins.
+
 Exit status:
   the job's own exit code, or 85 (--ckpt-exit-code) when it checkpointed;
   120  the job stopped on SIGTSTP instead of checkpointing (it is not
@@ -111,6 +114,31 @@ pub struct Config {
     pub status_file: Option<OsString>,
 }
 
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Condor,
+            program: OsString::new(),
+            args: Vec::new(),
+            ckpt: None,
+            ckpt_exit_code: 85,
+            arch: ArchChoice::Auto,
+            keep_aslr: false,
+            no_compat_layout: false,
+            no_limit_32bit: false,
+            personality_optional: false,
+            maps: Vec::new(),
+            interval: None,
+            interval_continue: false,
+            verbose: false,
+            log: None,
+            pgroup: false,
+            pdeathsig: None,
+            status_file: None,
+        }
+    }
+}
+
 impl Config {
     /// Which of setarch's -R, -L, -B the job gets.
     pub fn personality_flags(&self) -> Flags {
@@ -134,130 +162,126 @@ impl Config {
     }
 }
 
-/// The options that configure checkpointing, not the init.
-const CHECKPOINT_OPTIONS: [&str; 9] = [
-    "ckpt",
-    "ckpt-exit-code",
-    "arch",
-    "keep-aslr",
-    "no-compat-layout",
-    "no-limit-32bit",
-    "personality-optional",
-    "interval",
-    "interval-continue",
-];
-
 /// Exit codes ckptrun gives its own verdicts; a checkpoint code may not be
 /// one of them, nor 0, nor above 128.
 pub const RESERVED_CODES: [u8; 6] = [120, 121, 122, 125, 126, 127];
 
-pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error> {
-    let mut parser = lexopt::Parser::from_args(args);
-    let mut config = Config {
-        mode: Mode::Condor,
-        program: OsString::new(),
-        args: Vec::new(),
-        ckpt: None,
-        ckpt_exit_code: 85,
-        arch: ArchChoice::Auto,
-        keep_aslr: false,
-        no_compat_layout: false,
-        no_limit_32bit: false,
-        personality_optional: false,
-        maps: Vec::new(),
-        interval: None,
-        interval_continue: false,
-        verbose: false,
-        log: None,
-        pgroup: false,
-        pdeathsig: None,
-        status_file: None,
-    };
-    let mut program = None;
+/// Every option: long name, short name, whether it takes a value, and
+/// whether it configures checkpointing (refused with --mode init). Each
+/// can also come from the environment as `CKPTRUN_` + the long name in
+/// capitals with `_` for `-` (see `env_name`).
+const OPTIONS: [(&str, Option<char>, bool, bool); 18] = [
+    ("mode", None, true, false),
+    ("ckpt", Some('c'), true, true),
+    ("ckpt-exit-code", None, true, true),
+    ("arch", None, true, true),
+    ("keep-aslr", None, false, true),
+    ("no-compat-layout", None, false, true),
+    ("no-limit-32bit", None, false, true),
+    ("personality-optional", None, false, true),
+    ("map", None, true, false),
+    ("interval", None, true, true),
+    ("interval-continue", None, false, true),
+    ("pgroup", None, false, false),
+    ("pdeathsig", None, true, false),
+    ("status-file", None, true, false),
+    ("verbose", Some('v'), false, false),
+    ("log", None, true, false),
+    ("help", Some('h'), false, false),
+    ("version", Some('V'), false, false),
+];
+
+/// Where a setting came from, to name it in an error.
+enum Source<'a> {
+    Arg(&'a str),
+    Env(&'a str),
+}
+
+impl Source<'_> {
+    /// `--interval soon` or `CKPTRUN_INTERVAL=soon`.
+    fn with(&self, value: &str) -> String {
+        match self {
+            Source::Arg(name) => format!("--{name} {value}"),
+            Source::Env(var) => format!("{var}={value}"),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Source::Arg(name) => format!("--{name}"),
+            Source::Env(var) => var.to_string(),
+        }
+    }
+}
+
+/// `CKPTRUN_CKPT_EXIT_CODE` for `ckpt-exit-code`.
+pub fn env_name(option: &str) -> String {
+    format!("CKPTRUN_{}", option.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// Reads the `CKPTRUN_*` variables through `env`, then `args` (which win).
+pub fn parse(
+    args: impl IntoIterator<Item = OsString>,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<Request, Error> {
+    let mut config = Config::default();
     // The first checkpoint option given, refused with --mode init.
     let mut checkpoint_option = None;
-    while let Some(arg) = parser.next().map_err(lexopt_error)? {
-        if let Long(name) = arg
-            && CHECKPOINT_OPTIONS.contains(&name)
-        {
-            checkpoint_option.get_or_insert(name.to_string());
-        } else if arg == Short('c') {
-            checkpoint_option.get_or_insert("ckpt".to_string());
+    for &(name, _, takes_value, checkpointing) in &OPTIONS {
+        if matches!(name, "help" | "version") {
+            continue;
         }
-        match arg {
-            Long("mode") => {
-                let text = string(&mut parser, "--mode")?;
-                config.mode = match text.as_str() {
-                    "condor" => Mode::Condor,
-                    "init" => Mode::Init,
-                    _ => {
-                        return Err(Error::usage(
-                            format!("--mode {text}"),
-                            "expected condor or init",
-                        ));
-                    }
-                };
+        let var = env_name(name);
+        let Some(value) = env(&var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let value = match (takes_value, value.to_str()) {
+            (true, _) => Some(value),
+            (false, Some("1" | "true" | "yes")) => None,
+            (false, Some("0" | "false" | "no")) => continue,
+            (false, _) => {
+                return Err(Error::usage(
+                    format!("{var}={}", value.display()),
+                    "expected 1 or 0",
+                ));
             }
-            Short('c') | Long("ckpt") => config.ckpt = Some(nonempty(&mut parser, "--ckpt")?),
-            Long("ckpt-exit-code") => {
-                let text = string(&mut parser, "--ckpt-exit-code")?;
-                config.ckpt_exit_code = exit_code(&text)?;
-            }
-            Long("arch") => {
-                let text = string(&mut parser, "--arch")?;
-                config.arch = match text.as_str() {
-                    "auto" => ArchChoice::Auto,
-                    "x86_64" => ArchChoice::X86_64,
-                    "i386" | "i686" => ArchChoice::I386,
-                    _ => {
-                        return Err(Error::usage(
-                            format!("--arch {text}"),
-                            "expected auto, x86_64 or i386",
-                        ));
-                    }
-                };
-            }
-            Long("keep-aslr") => config.keep_aslr = true,
-            Long("no-compat-layout") => config.no_compat_layout = true,
-            Long("no-limit-32bit") => config.no_limit_32bit = true,
-            Long("personality-optional") => config.personality_optional = true,
-            Long("map") => {
-                let text = string(&mut parser, "--map")?;
-                config.maps.push(signal_map(&text)?);
-            }
-            Long("interval") => {
-                let text = string(&mut parser, "--interval")?;
-                config.interval = Some(seconds(&text).ok_or_else(|| {
-                    Error::usage(
-                        format!("--interval {text}"),
-                        "expected a positive number of seconds",
-                    )
-                })?);
-            }
-            Long("interval-continue") => config.interval_continue = true,
-            Long("pgroup") => config.pgroup = true,
-            Long("pdeathsig") => {
-                let text = string(&mut parser, "--pdeathsig")?;
-                let sig = signals::parse(&text).filter(|&s| s != 0);
-                config.pdeathsig = Some(sig.ok_or_else(|| {
-                    Error::usage(format!("--pdeathsig {text}"), "unknown signal")
-                })?);
-            }
-            Long("status-file") => {
-                config.status_file = Some(nonempty(&mut parser, "--status-file")?)
-            }
-            Short('v') | Long("verbose") => config.verbose = true,
-            Long("log") => config.log = Some(nonempty(&mut parser, "--log")?),
-            Short('h') | Long("help") => return Ok(Request::Help),
-            Short('V') | Long("version") => return Ok(Request::Version),
+        };
+        if checkpointing {
+            checkpoint_option.get_or_insert_with(|| var.clone());
+        }
+        set(&mut config, name, value, &Source::Env(&var))?;
+    }
+
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut program = None;
+    while let Some(arg) = parser.next().map_err(lexopt_error)? {
+        let option = match arg {
+            Long(long) => OPTIONS.iter().find(|o| o.0 == long),
+            Short(short) => OPTIONS.iter().find(|o| o.1 == Some(short)),
             Value(value) => {
                 // PROGRAM: everything after it belongs to the job, untouched.
                 program = Some(value);
                 config.args = parser.raw_args().map_err(lexopt_error)?.collect();
                 break;
             }
-            _ => return Err(lexopt_error(arg.unexpected())),
+        };
+        let Some(&(name, _, takes_value, checkpointing)) = option else {
+            return Err(lexopt_error(arg.unexpected()));
+        };
+        match name {
+            "help" => return Ok(Request::Help),
+            "version" => return Ok(Request::Version),
+            _ => {}
         }
+        if checkpointing {
+            checkpoint_option.get_or_insert_with(|| format!("--{name}"));
+        }
+        let value = if takes_value {
+            Some(parser.value().map_err(lexopt_error)?)
+        } else {
+            None
+        };
+        set(&mut config, name, value, &Source::Arg(name))?;
     }
     config.program =
         program.ok_or_else(|| Error::usage("PROGRAM", "missing (see ckptrun --help)"))?;
@@ -266,7 +290,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error>
     }
     if let (Mode::Init, Some(name)) = (config.mode, checkpoint_option) {
         return Err(Error::usage(
-            format!("--{name}"),
+            name,
             "is for checkpointing; --mode init has none",
         ));
     }
@@ -276,23 +300,87 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Request, Error>
     Ok(Request::Run(config))
 }
 
-fn string(parser: &mut lexopt::Parser, option: &str) -> Result<String, Error> {
-    let value = parser.value().map_err(lexopt_error)?;
-    value
-        .into_string()
-        .map_err(|v| Error::usage(format!("{option} {}", v.display()), "not valid UTF-8"))
-}
-
-fn nonempty(parser: &mut lexopt::Parser, option: &str) -> Result<OsString, Error> {
-    let value = parser.value().map_err(lexopt_error)?;
-    if value.is_empty() {
-        return Err(Error::usage(option, "needs a non-empty path"));
+/// Applies one option, from the command line or the environment.
+fn set(
+    config: &mut Config,
+    name: &str,
+    value: Option<OsString>,
+    from: &Source,
+) -> Result<(), Error> {
+    let text = || -> Result<String, Error> {
+        let value = value.clone().unwrap_or_default();
+        value
+            .into_string()
+            .map_err(|v| Error::usage(from.with(&v.display().to_string()), "not valid UTF-8"))
+    };
+    let path = || -> Result<OsString, Error> {
+        let value = value.clone().unwrap_or_default();
+        if value.is_empty() {
+            return Err(Error::usage(from.name(), "needs a non-empty path"));
+        }
+        Ok(value)
+    };
+    match name {
+        "mode" => {
+            let text = text()?;
+            config.mode = match text.as_str() {
+                "condor" => Mode::Condor,
+                "init" => Mode::Init,
+                _ => return Err(Error::usage(from.with(&text), "expected condor or init")),
+            };
+        }
+        "ckpt" => config.ckpt = Some(path()?),
+        "ckpt-exit-code" => config.ckpt_exit_code = exit_code(&text()?, from)?,
+        "arch" => {
+            let text = text()?;
+            config.arch = match text.as_str() {
+                "auto" => ArchChoice::Auto,
+                "x86_64" => ArchChoice::X86_64,
+                "i386" | "i686" => ArchChoice::I386,
+                _ => {
+                    return Err(Error::usage(
+                        from.with(&text),
+                        "expected auto, x86_64 or i386",
+                    ));
+                }
+            };
+        }
+        "keep-aslr" => config.keep_aslr = true,
+        "no-compat-layout" => config.no_compat_layout = true,
+        "no-limit-32bit" => config.no_limit_32bit = true,
+        "personality-optional" => config.personality_optional = true,
+        // Several in one variable: CKPTRUN_MAP="TERM:INT HUP:0".
+        "map" => {
+            let text = text()?;
+            for map in text.split([',', ' ']).filter(|m| !m.is_empty()) {
+                config.maps.push(signal_map(map, from)?);
+            }
+        }
+        "interval" => {
+            let text = text()?;
+            let secs = seconds(&text);
+            config.interval = Some(secs.ok_or_else(|| {
+                Error::usage(from.with(&text), "expected a positive number of seconds")
+            })?);
+        }
+        "interval-continue" => config.interval_continue = true,
+        "pgroup" => config.pgroup = true,
+        "pdeathsig" => {
+            let text = text()?;
+            let sig = signals::parse(&text).filter(|&s| s != 0);
+            config.pdeathsig =
+                Some(sig.ok_or_else(|| Error::usage(from.with(&text), "unknown signal"))?);
+        }
+        "status-file" => config.status_file = Some(path()?),
+        "verbose" => config.verbose = true,
+        "log" => config.log = Some(path()?),
+        _ => unreachable!("option {name} is in OPTIONS but not handled"),
     }
-    Ok(value)
+    Ok(())
 }
 
-fn exit_code(text: &str) -> Result<u8, Error> {
-    let what = || format!("--ckpt-exit-code {text}");
+fn exit_code(text: &str, from: &Source) -> Result<u8, Error> {
+    let what = || from.with(text);
     let code: u8 = text
         .parse()
         .map_err(|_| Error::usage(what(), "expected a number from 1 to 255"))?;
@@ -318,14 +406,14 @@ fn exit_code(text: &str) -> Result<u8, Error> {
 }
 
 /// `FROM:TO`: FROM must be a signal ckptrun can receive and forward.
-fn signal_map(text: &str) -> Result<(Sig, Sig), Error> {
-    let what = || format!("--map {text}");
-    let (from, to) = text
+fn signal_map(text: &str, from: &Source) -> Result<(Sig, Sig), Error> {
+    let what = || from.with(text);
+    let (from_name, to) = text
         .split_once(':')
         .ok_or_else(|| Error::usage(what(), "expected FROM:TO"))?;
-    let from_sig = signals::parse(from)
+    let from_sig = signals::parse(from_name)
         .filter(|&s| s != 0)
-        .ok_or_else(|| Error::usage(what(), format!("unknown signal {from:?}")))?;
+        .ok_or_else(|| Error::usage(what(), format!("unknown signal {from_name:?}")))?;
     let to_sig =
         signals::parse(to).ok_or_else(|| Error::usage(what(), format!("unknown signal {to:?}")))?;
     if [libc::SIGKILL, libc::SIGSTOP].contains(&from_sig) {
@@ -383,7 +471,7 @@ mod tests {
     use crate::error;
 
     fn run(args: &[&str]) -> Result<Config, Error> {
-        match parse(args.iter().map(OsString::from))? {
+        match parse(args.iter().map(OsString::from), |_| None)? {
             Request::Run(c) => Ok(c),
             _ => panic!("not a run"),
         }
@@ -426,6 +514,76 @@ mod tests {
         ] {
             let err = run(args).unwrap_err();
             assert_eq!(err.code, error::LAUNCHER_FAILED, "{args:?}");
+        }
+    }
+
+    fn with_env(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, Error> {
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        };
+        match parse(args.iter().map(OsString::from), env)? {
+            Request::Run(c) => Ok(c),
+            _ => panic!("not a run"),
+        }
+    }
+
+    #[test]
+    fn the_environment_configures_and_the_command_line_wins() {
+        let vars = [
+            ("CKPTRUN_CKPT_EXIT_CODE", "17"),
+            ("CKPTRUN_CKPT", "from-env"),
+            ("CKPTRUN_VERBOSE", "1"),
+            ("CKPTRUN_PGROUP", "0"),
+            ("CKPTRUN_MAP", "TERM:INT HUP:0"),
+            ("CKPTRUN_INTERVAL", ""),
+        ];
+        let c = with_env(&["--ckpt", "from-args", "--map", "TERM:USR1", "p"], &vars).unwrap();
+        assert_eq!(c.ckpt_exit_code, 17);
+        assert_eq!(c.ckpt.as_deref(), Some("from-args".as_ref()));
+        assert!(c.verbose);
+        assert!(!c.pgroup);
+        assert_eq!(c.interval, None, "empty means unset");
+        // The command line's map comes last, so it wins for SIGTERM.
+        assert_eq!(
+            c.maps,
+            [
+                (libc::SIGTERM, libc::SIGINT),
+                (libc::SIGHUP, 0),
+                (libc::SIGTERM, libc::SIGUSR1)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_variable_is_named_in_the_error() {
+        let err = with_env(&["p"], &[("CKPTRUN_KEEP_ASLR", "maybe")]).unwrap_err();
+        assert_eq!(err.to_string(), "CKPTRUN_KEEP_ASLR=maybe: expected 1 or 0");
+        let err = with_env(&["p"], &[("CKPTRUN_INTERVAL", "soon")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "CKPTRUN_INTERVAL=soon: expected a positive number of seconds"
+        );
+        let err = with_env(&["--mode", "init", "p"], &[("CKPTRUN_INTERVAL", "5")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "CKPTRUN_INTERVAL: is for checkpointing; --mode init has none"
+        );
+    }
+
+    #[test]
+    fn the_readme_documents_every_variable() {
+        let readme = include_str!("../README.md");
+        for (name, ..) in OPTIONS
+            .iter()
+            .filter(|o| !matches!(o.0, "help" | "version"))
+        {
+            assert!(
+                readme.contains(&env_name(name)),
+                "README.md does not mention {}",
+                env_name(name)
+            );
         }
     }
 

@@ -46,7 +46,7 @@ use crate::signals::Inherited;
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
-    let config = match cli::parse(args(argc, argv)) {
+    let config = match cli::parse(args(argc, argv), |name| std::env::var_os(name)) {
         Ok(Request::Run(config)) => config,
         Ok(Request::Help) => return print(cli::HELP),
         Ok(Request::Version) => return print(&version()),

@@ -223,3 +223,24 @@ fn signals_1_to_31_reach_the_job_with_the_condor_map_off() {
         ],
     );
 }
+
+#[test]
+fn ckptrun_variables_configure_it_and_options_override_them() {
+    let sandbox = Sandbox::new("env");
+    // The checkpoint code from the environment: the job's own 17 collides.
+    let out = run(shell(&sandbox, &[], "exit 17").env("CKPTRUN_CKPT_EXIT_CODE", "17"));
+    assert_eq!(out.code(), Some(122), "{}", out.stderr);
+    // The command line's code wins.
+    let out =
+        run(shell(&sandbox, &["--ckpt-exit-code", "18"], "exit 17")
+            .env("CKPTRUN_CKPT_EXIT_CODE", "17"));
+    assert_eq!(out.code(), Some(17), "{}", out.stderr);
+    // A whole image configured as a plain init by ENV.
+    let out = run(sandbox
+        .ckptrun(["--", "printf", "%s|", "a"])
+        .env("CKPTRUN_MODE", "init"));
+    assert_eq!(out.stdout, "a|");
+    let out = run(shell(&sandbox, &[], "true").env("CKPTRUN_VERBOSE", "maybe"));
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(&out, "CKPTRUN_VERBOSE=maybe: expected 1 or 0");
+}
