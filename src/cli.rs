@@ -54,6 +54,8 @@ Options:
                           and handles it like any other signal (tini -p)
       --status-file FILE  when the job ends, write its raw wait status there
                           as `Exited: N` (as HTCondor's condor_pid_ns_init)
+      --kill-after SECS   when the job has ended, SIGTERM the processes it
+                          left, SIGKILL them after SECS [default: leave them]
   -v, --verbose           report progress on stderr
       --log FILE          append timestamped progress lines to FILE
   -h, --help              print this help
@@ -112,6 +114,7 @@ pub struct Config {
     pub pgroup: bool,
     pub pdeathsig: Option<Sig>,
     pub status_file: Option<OsString>,
+    pub kill_after: Option<Duration>,
 }
 
 impl Default for Config {
@@ -135,6 +138,7 @@ impl Default for Config {
             pgroup: false,
             pdeathsig: None,
             status_file: None,
+            kill_after: None,
         }
     }
 }
@@ -170,7 +174,7 @@ pub const RESERVED_CODES: [u8; 6] = [120, 121, 122, 125, 126, 127];
 /// whether it configures checkpointing (refused with --mode init). Each
 /// can also come from the environment as `CKPTRUN_` + the long name in
 /// capitals with `_` for `-` (see `env_name`).
-const OPTIONS: [(&str, Option<char>, bool, bool); 18] = [
+const OPTIONS: [(&str, Option<char>, bool, bool); 19] = [
     ("mode", None, true, false),
     ("ckpt", Some('c'), true, true),
     ("ckpt-exit-code", None, true, true),
@@ -185,6 +189,7 @@ const OPTIONS: [(&str, Option<char>, bool, bool); 18] = [
     ("pgroup", None, false, false),
     ("pdeathsig", None, true, false),
     ("status-file", None, true, false),
+    ("kill-after", None, true, false),
     ("verbose", Some('v'), false, false),
     ("log", None, true, false),
     ("help", Some('h'), false, false),
@@ -372,6 +377,13 @@ fn set(
                 Some(sig.ok_or_else(|| Error::usage(from.with(&text), "unknown signal"))?);
         }
         "status-file" => config.status_file = Some(path()?),
+        "kill-after" => {
+            let text = text()?;
+            let secs = seconds(&text);
+            config.kill_after = Some(secs.ok_or_else(|| {
+                Error::usage(from.with(&text), "expected a positive number of seconds")
+            })?);
+        }
         "verbose" => config.verbose = true,
         "log" => config.log = Some(path()?),
         _ => unreachable!("option {name} is in OPTIONS but not handled"),

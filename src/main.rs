@@ -120,6 +120,9 @@ fn start_and_supervise(
     if let Some(file) = &status_file {
         file.record(ended, log);
     }
+    if let Some(grace) = config.kill_after {
+        supervise::end_leftovers(job, grace, log);
+    }
     Ok(protocol.judge(ended, log))
 }
 

@@ -45,6 +45,28 @@ fn parse_stat(stat: &[u8], parent: Pid) -> Option<u64> {
     fields.nth(29)?.parse().ok() // field 34
 }
 
+/// The children of `pid` (a single-threaded process), as many as fit in
+/// `buf`: /proc/PID/task/PID/children, read without allocating.
+pub fn children(pid: Pid, buf: &mut [u8]) -> impl Iterator<Item = Pid> + '_ {
+    let len = (|| {
+        let mut path: heapless::String<48> = heapless::String::new();
+        write!(path, "/proc/{pid}/task/{pid}/children\0").ok()?;
+        let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
+        let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+        sys::read_fill(&fd, buf).ok()
+    })()
+    .unwrap_or(0);
+    // A list cut off at the buffer's end may end in half a pid: drop it.
+    let whole = if len == buf.len() {
+        buf[..len].iter().rposition(|&b| b == b' ').unwrap_or(0)
+    } else {
+        len
+    };
+    buf[..whole]
+        .split(|&b| b == b' ')
+        .filter_map(|n| core::str::from_utf8(n).ok()?.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +89,20 @@ mod tests {
     fn another_parent_means_unknown() {
         assert_eq!(parse_stat(STAT, 78), None);
         assert_eq!(parse_stat(b"4242 (cut", 77), None);
+    }
+
+    #[test]
+    fn lists_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        let mut buf = [0u8; 4096];
+        let found = children(me, &mut buf).any(|p| p == child.id() as Pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rustix::process::WaitOptions;
 
 use crate::log::Log;
+use crate::procfs;
 use crate::protocol::{Action, Ended, Job, Protocol};
 use crate::signals::{self, Name};
 use crate::sys::{self, Pid, Sig, SigSet};
@@ -47,6 +48,46 @@ pub fn adopt_orphans(log: &Log) {
             "cannot become a subreaper, orphans will go to init: {}",
             sys::strerror(e.raw_os_error())
         ));
+    }
+}
+
+/// `--kill-after SECS`: the job has ended; end what it left behind. Its
+/// orphans are our children now (we are their subreaper), and so become
+/// the orphans of those we end: SIGTERM them all, and the job's process
+/// group, rescanning as new ones are reparented to us; SIGKILL what is
+/// left after `grace`. Returns when no child is left. Does not allocate.
+pub fn end_leftovers(job: Pid, grace: Duration, log: &Log) {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let mut buf = [0u8; 4096];
+    let _ = sys::kill(-job, libc::SIGTERM);
+    let kill_at = Instant::now() + grace;
+    let mut said = false;
+    loop {
+        let sig = if Instant::now() < kill_at {
+            libc::SIGTERM
+        } else {
+            libc::SIGKILL
+        };
+        let mut any = false;
+        for child in procfs::children(me, &mut buf) {
+            any = true;
+            let _ = sys::kill(child, sig);
+        }
+        if !any {
+            return;
+        }
+        if !said {
+            log.info(format_args!(
+                "job ended; ending the processes it left (SIGKILL after {} ms)",
+                grace.as_millis()
+            ));
+            said = true;
+        }
+        // Reap what has ended, then look again shortly (a SIGCHLD wakes us
+        // sooner). Other signals are not forwarded now: the job is gone.
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+        let _ = sys::wait_signal(&SigSet::full(), Some(Duration::from_millis(20)));
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
     }
 }
 

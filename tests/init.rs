@@ -244,3 +244,45 @@ fn ckptrun_variables_configure_it_and_options_override_them() {
     assert_eq!(out.code(), Some(125));
     assert_one_error_line(&out, "CKPTRUN_VERBOSE=maybe: expected 1 or 0");
 }
+
+#[test]
+fn kill_after_ends_what_the_job_left_behind() {
+    // The job leaves two processes: one ends on SIGTERM, one ignores it
+    // and needs the SIGKILL. Without --kill-after both outlive ckptrun.
+    for kill_after in [true, false] {
+        let sandbox = Sandbox::new(&format!("kill-after-{kill_after}"));
+        let script = "sleep 30 >/dev/null 2>&1 & echo $! > polite; \
+                      (trap '' TERM; exec sleep 30) >/dev/null 2>&1 & echo $! > stubborn; exit 0";
+        let extra: &[&str] = if kill_after {
+            &["--mode", "init", "--kill-after", "0.3"]
+        } else {
+            &["--mode", "init"]
+        };
+        let out = run(shell(&sandbox, extra, script));
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let pid = |name: &str| -> i32 {
+            std::fs::read_to_string(sandbox.path(name))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let (polite, stubborn) = (pid("polite"), pid("stubborn"));
+        if kill_after {
+            // ckptrun returned only once none was left.
+            assert!(
+                !alive(polite) && !alive(stubborn),
+                "leftovers survived --kill-after"
+            );
+        } else {
+            assert!(
+                alive(polite) && alive(stubborn),
+                "leftovers are left alone by default"
+            );
+            for p in [polite, stubborn] {
+                // SAFETY: kill has no memory arguments.
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+        }
+    }
+}
