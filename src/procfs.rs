@@ -97,7 +97,10 @@ mod tests {
             .arg("5")
             .spawn()
             .unwrap();
-        let me = rustix::process::getpid().as_raw_nonzero().get();
+        // The test runs in a thread of the harness: its children are listed
+        // under its own task id (ckptrun has one thread, so there pid == tid).
+        // SAFETY: gettid has no arguments and cannot fail.
+        let me = unsafe { libc::gettid() };
         let mut buf = [0u8; 4096];
         let found = children(me, &mut buf).any(|p| p == child.id() as Pid);
         let _ = child.kill();
