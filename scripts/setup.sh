@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, testing, the demo and the benchmarks need on a
 # fresh Debian machine with rustup: the musl targets, util-linux (setarch,
-# unshare), and for benchmarks hyperfine, tini and dumb-init.
+# unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini
+# and dumb-init.
 # Usage: scripts/setup.sh [--bench]
 set -euo pipefail
 
@@ -14,6 +15,8 @@ rustup component list --installed | grep -q '^rustfmt' || rustup component add r
 packages=()
 command -v setarch >/dev/null || packages+=(util-linux)
 command -v unshare >/dev/null || packages+=(util-linux)
+command -v script >/dev/null || packages+=(bsdutils)
+command -v strace >/dev/null || packages+=(strace)
 if [ "${1:-}" = "--bench" ]; then
     command -v hyperfine >/dev/null || packages+=(hyperfine)
     command -v tini >/dev/null || packages+=(tini)

@@ -13,7 +13,7 @@ fn shell(sandbox: &Sandbox, extra: &[&str], script: &str) -> std::process::Comma
     sandbox.ckptrun(args)
 }
 
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
@@ -285,4 +285,65 @@ fn kill_after_ends_what_the_job_left_behind() {
             }
         }
     }
+}
+
+/// The first child of `pid`, once it has one.
+fn first_child(pid: i32) -> i32 {
+    let mut child = None;
+    wait_until("a child appears", || {
+        child = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok());
+        child.is_some()
+    });
+    child.unwrap()
+}
+
+#[test]
+fn a_signal_between_fork_and_exec_is_delivered() {
+    // strace holds the job's execve for 500 ms: the test sees ckptrun's
+    // child still running ckptrun's own image (forked, not yet exec'd),
+    // and sends SIGTERM into that window. The condor job must still get
+    // the eviction and checkpoint.
+    let sandbox = Sandbox::with_job("fork-exec-window");
+    let mut strace = std::process::Command::new("strace");
+    strace
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=execve",
+            "-e",
+            "inject=execve:delay_enter=500000",
+        ])
+        .args([CKPTRUN, "./job", "1000", "10"])
+        .current_dir(&sandbox.dir);
+    let traced = start(&mut strace);
+    let ckptrun = first_child(traced.pid());
+    // The image's path, "... (deleted)" too if cargo has just replaced it.
+    let image = |pid: i32| {
+        std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
+    wait_until("ckptrun runs its own image", || {
+        image(ckptrun).contains("/ckptrun")
+    });
+    let forked = first_child(ckptrun);
+    assert!(
+        image(forked).contains("/ckptrun"),
+        "the child has already exec'd {}",
+        image(forked)
+    );
+    // SAFETY: kill has no memory arguments.
+    unsafe { libc::kill(ckptrun, libc::SIGTERM) };
+    assert!(
+        image(forked).contains("/ckptrun"),
+        "the signal missed the window"
+    );
+    let out = traced.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(sandbox.path("job.ckpt").exists());
 }
