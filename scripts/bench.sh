@@ -7,11 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --bench
 cargo build --release --locked --quiet
+cargo build --release --locked --quiet --example bench_job
 cargo build-i686 --locked --quiet
 runs=${1:-2000}
 x64=target/x86_64-unknown-linux-musl/release/ckptrun
 i686=target/i686-unknown-linux-musl/release/ckptrun
 ckptrun=$PWD/$x64
+job=$PWD/target/x86_64-unknown-linux-musl/release/examples/bench_job
 work=$(mktemp -d /tmp/ckptrun-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -66,4 +68,56 @@ print("|---|---|---|---|---|")
 for r in results:
     n = name(r)
     print(f"| `{n}` | {med[n]:.0f} | {r['mean']*1e6:.0f} | {r['stddev']*1e6:.0f} | {med[n]/med['setarch x86_64 -L -B -R true']:.2f} |")
+PY
+
+echo
+echo "## Signal forwarding round trip (SIGUSR1 to the supervisor, forwarded, acknowledged by the job; 10,000 signals, 5 rounds)"
+python3 - "$ckptrun" "$job" <<'PY'
+import os, signal, statistics, subprocess, sys, time
+ckptrun, job = sys.argv[1], sys.argv[2]
+def round_trips(cmd, n=10_000):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+    out = p.stdout.fileno()
+    assert os.read(out, 1) == b"r"
+    start = time.perf_counter()
+    for _ in range(n):
+        os.kill(p.pid, signal.SIGUSR1)
+        assert os.read(out, 1) == b"x"
+    elapsed = time.perf_counter() - start
+    p.terminate()
+    p.wait()
+    return elapsed / n * 1e6
+cmds = {
+    "ckptrun --mode init": [ckptrun, "--mode", "init", "--", job, "echo"],
+    "tini -s": ["tini", "-s", "--", job, "echo"],
+    "dumb-init": ["dumb-init", job, "echo"],
+}
+rounds = {name: [] for name in cmds}
+for _ in range(5):
+    for name, cmd in cmds.items():
+        rounds[name].append(round_trips(cmd))
+base = statistics.median(rounds["tini -s"])
+print("| supervisor | median µs per round trip | vs tini |")
+print("|---|---|---|")
+for name, r in rounds.items():
+    m = statistics.median(r)
+    print(f"| {name} | {m:.1f} | {m / base:.2f} |")
+PY
+
+echo
+echo "## Reaping 10,000 orphans as PID 1 (unshare; the job waits until all are reaped; hyperfine, 20 runs)"
+pid1="unshare --fork --pid --mount-proc"
+hyperfine -N --warmup 1 --runs 20 --export-json orphans.json \
+    "$pid1 $ckptrun --mode init -- $job orphans 10000" \
+    "$pid1 tini -s -- $job orphans 10000" \
+    "$pid1 dumb-init $job orphans 10000" >/dev/null 2>&1
+python3 - orphans.json "$ckptrun" "$job" <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+name = lambda r: r["command"].replace(sys.argv[2], "ckptrun").replace(sys.argv[3], "bench_job")
+base = next(r["median"] for r in results if "tini" in r["command"])
+print("| command | median ms | σ ms | vs tini |")
+print("|---|---|---|---|")
+for r in results:
+    print(f"| `{name(r)}` | {r['median']*1e3:.0f} | {r['stddev']*1e3:.0f} | {r['median']/base:.2f} |")
 PY
