@@ -347,3 +347,35 @@ fn a_signal_between_fork_and_exec_is_delivered() {
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
     assert!(sandbox.path("job.ckpt").exists());
 }
+
+#[test]
+fn as_pid_1_a_thousand_orphans_leave_no_zombie() {
+    // In a PID namespace of its own, ckptrun is PID 1 and every orphan's
+    // parent. The job leaves 1000 of them, then looks at the namespace's
+    // /proc: it exits 0 once no zombie is left, 1 if one stays 5 s.
+    let sandbox = Sandbox::new("pid1-orphans");
+    let script = "i=0; while [ $i -lt 1000 ]; do (true &); i=$((i+1)); done; \
+                  n=0; while [ $n -lt 500 ]; do \
+                  z=$(grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l); \
+                  [ $z -eq 0 ] && exit 0; n=$((n+1)); sleep 0.01; done; exit 1";
+    let mut unshare = std::process::Command::new("unshare");
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        unshare.arg("--map-root-user");
+    }
+    let out = run(unshare
+        .args([
+            "--fork",
+            "--pid",
+            "--mount-proc",
+            CKPTRUN,
+            "--mode",
+            "init",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(0), "zombies stayed: {}", out.stderr);
+}
