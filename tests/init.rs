@@ -321,15 +321,24 @@ fn a_signal_between_fork_and_exec_is_delivered() {
         .args([CKPTRUN, "./job", "1000", "10"])
         .current_dir(&sandbox.dir);
     let traced = start(&mut strace);
-    let ckptrun = first_child(traced.pid());
     // The image's path, "... (deleted)" too if cargo has just replaced it.
     let image = |pid: i32| {
         std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.display().to_string())
             .unwrap_or_default()
     };
-    wait_until("ckptrun runs its own image", || {
-        image(ckptrun).contains("/ckptrun")
+    // strace may first fork probes of its own: find the child running ckptrun.
+    let mut ckptrun = 0;
+    wait_until("strace runs ckptrun", || {
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", traced.pid()))
+                .unwrap_or_default();
+        let found = children
+            .split_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .find(|&c| image(c).contains("/ckptrun"));
+        ckptrun = found.unwrap_or(0);
+        found.is_some()
     });
     let forked = first_child(ckptrun);
     assert!(
