@@ -224,16 +224,60 @@ pub fn env_name(option: &str) -> String {
     format!("CKPTRUN_{}", option.to_ascii_uppercase().replace('-', "_"))
 }
 
-/// Reads the `CKPTRUN_*` variables through `env`, then `args` (which win).
+/// Reads `args`, and the `CKPTRUN_*` variables through `env` for the
+/// options `args` does not give: the command line wins. In init mode the
+/// environment's checkpoint options are ignored, the command line's refused.
 pub fn parse(
     args: impl IntoIterator<Item = OsString>,
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<Request, Error> {
     let mut config = Config::default();
-    // The first checkpoint option given, refused with --mode init.
-    let mut checkpoint_option = None;
+    let mut given: Vec<(&'static str, Option<OsString>)> = Vec::new();
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut program = None;
+    while let Some(arg) = parser.next().map_err(lexopt_error)? {
+        let option = match arg {
+            Long(long) => OPTIONS.iter().find(|o| o.0 == long),
+            Short(short) => OPTIONS.iter().find(|o| o.1 == Some(short)),
+            Value(value) => {
+                // PROGRAM: everything after it belongs to the job, untouched.
+                program = Some(value);
+                config.args = parser.raw_args().map_err(lexopt_error)?.collect();
+                break;
+            }
+        };
+        let Some(&(name, _, takes_value, _)) = option else {
+            return Err(lexopt_error(arg.unexpected()));
+        };
+        match name {
+            "help" => return Ok(Request::Help),
+            "version" => return Ok(Request::Version),
+            _ => {}
+        }
+        let value = if takes_value {
+            Some(parser.value().map_err(lexopt_error)?)
+        } else {
+            None
+        };
+        given.push((name, value));
+    }
+
+    // The mode first: it decides which variables count.
+    let mode_var = env_name("mode");
+    match given.iter().rev().find(|(name, _)| *name == "mode") {
+        Some((_, value)) => set(&mut config, "mode", value.clone(), &Source::Arg("mode"))?,
+        None => {
+            if let Some(value) = env(&mode_var).filter(|v| !v.is_empty()) {
+                set(&mut config, "mode", Some(value), &Source::Env(&mode_var))?;
+            }
+        }
+    }
     for &(name, _, takes_value, checkpointing) in &OPTIONS {
-        if matches!(name, "help" | "version") {
+        let on_command_line = given.iter().any(|(n, _)| *n == name);
+        let skip = matches!(name, "help" | "version" | "mode")
+            || (on_command_line && name != "map")
+            || (checkpointing && config.mode == Mode::Init);
+        if skip {
             continue;
         }
         let var = env_name(name);
@@ -251,53 +295,25 @@ pub fn parse(
                 ));
             }
         };
-        if checkpointing {
-            checkpoint_option.get_or_insert_with(|| var.clone());
-        }
         set(&mut config, name, value, &Source::Env(&var))?;
     }
-
-    let mut parser = lexopt::Parser::from_args(args);
-    let mut program = None;
-    while let Some(arg) = parser.next().map_err(lexopt_error)? {
-        let option = match arg {
-            Long(long) => OPTIONS.iter().find(|o| o.0 == long),
-            Short(short) => OPTIONS.iter().find(|o| o.1 == Some(short)),
-            Value(value) => {
-                // PROGRAM: everything after it belongs to the job, untouched.
-                program = Some(value);
-                config.args = parser.raw_args().map_err(lexopt_error)?.collect();
-                break;
-            }
-        };
-        let Some(&(name, _, takes_value, checkpointing)) = option else {
-            return Err(lexopt_error(arg.unexpected()));
-        };
-        match name {
-            "help" => return Ok(Request::Help),
-            "version" => return Ok(Request::Version),
-            _ => {}
+    for (name, value) in given {
+        let checkpointing = OPTIONS.iter().any(|o| o.0 == name && o.3);
+        if checkpointing && config.mode == Mode::Init {
+            return Err(Error::usage(
+                format!("--{name}"),
+                "is for checkpointing; --mode init has none",
+            ));
         }
-        if checkpointing {
-            checkpoint_option.get_or_insert_with(|| format!("--{name}"));
+        if name != "mode" {
+            set(&mut config, name, value, &Source::Arg(name))?;
         }
-        let value = if takes_value {
-            Some(parser.value().map_err(lexopt_error)?)
-        } else {
-            None
-        };
-        set(&mut config, name, value, &Source::Arg(name))?;
     }
+
     config.program =
         program.ok_or_else(|| Error::usage("PROGRAM", "missing (see ckptrun --help)"))?;
     if config.program.is_empty() {
         return Err(Error::usage("PROGRAM", "is empty"));
-    }
-    if let (Mode::Init, Some(name)) = (config.mode, checkpoint_option) {
-        return Err(Error::usage(
-            name,
-            "is for checkpointing; --mode init has none",
-        ));
     }
     if config.interval_continue && config.interval.is_none() {
         return Err(Error::usage("--interval-continue", "needs --interval SECS"));
@@ -357,8 +373,13 @@ fn set(
         // Several in one variable: CKPTRUN_MAP="TERM:INT HUP:0".
         "map" => {
             let text = text()?;
-            for map in text.split([',', ' ']).filter(|m| !m.is_empty()) {
-                config.maps.push(signal_map(map, from)?);
+            match from {
+                Source::Env(_) => {
+                    for map in text.split([',', ' ']).filter(|m| !m.is_empty()) {
+                        config.maps.push(signal_map(map, from)?);
+                    }
+                }
+                Source::Arg(_) => config.maps.push(signal_map(&text, from)?),
             }
         }
         "interval" => {
@@ -373,8 +394,15 @@ fn set(
         "pdeathsig" => {
             let text = text()?;
             let sig = signals::parse(&text).filter(|&s| s != 0);
-            config.pdeathsig =
-                Some(sig.ok_or_else(|| Error::usage(from.with(&text), "unknown signal"))?);
+            let sig = sig.ok_or_else(|| Error::usage(from.with(&text), "unknown signal"))?;
+            if [libc::SIGKILL, libc::SIGSTOP, libc::SIGCHLD].contains(&sig) {
+                let why = format!(
+                    "{} cannot be handled like other signals",
+                    signals::Name(sig)
+                );
+                return Err(Error::usage(from.with(&text), why));
+            }
+            config.pdeathsig = Some(sig);
         }
         "status-file" => config.status_file = Some(path()?),
         "kill-after" => {
@@ -577,10 +605,52 @@ mod tests {
             err.to_string(),
             "CKPTRUN_INTERVAL=soon: expected a positive number of seconds"
         );
-        let err = with_env(&["--mode", "init", "p"], &[("CKPTRUN_INTERVAL", "5")]).unwrap_err();
+        // In init mode the environment's checkpoint options are ignored.
+        let c = with_env(&["--mode", "init", "p"], &[("CKPTRUN_INTERVAL", "5")]).unwrap();
+        assert_eq!(c.interval, None);
+    }
+
+    #[test]
+    fn the_command_line_wins_even_over_a_bad_variable() {
+        let c = with_env(&["--interval", "5", "p"], &[("CKPTRUN_INTERVAL", "soon")]).unwrap();
+        assert_eq!(c.interval, Some(Duration::from_secs(5)));
+        let vars = [("CKPTRUN_VERBOSE", "maybe")];
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        };
+        assert!(matches!(
+            parse(["--version"].map(OsString::from), env),
+            Ok(Request::Version)
+        ));
+        let c = with_env(
+            &["--mode", "condor", "p"],
+            &[("CKPTRUN_MODE", "init"), ("CKPTRUN_CKPT", "f")],
+        )
+        .unwrap();
         assert_eq!(
-            err.to_string(),
-            "CKPTRUN_INTERVAL: is for checkpointing; --mode init has none"
+            (c.mode, c.ckpt.as_deref()),
+            (Mode::Condor, Some("f".as_ref()))
+        );
+    }
+
+    #[test]
+    fn only_the_environment_lists_several_maps_in_one() {
+        assert!(run(&["--map", "TERM:INT,HUP:0", "p"]).is_err());
+        assert!(run(&["--map", "", "p"]).is_err());
+        let c = with_env(&["p"], &[("CKPTRUN_MAP", "TERM:INT,HUP:0")]).unwrap();
+        assert_eq!(c.maps.len(), 2);
+    }
+
+    #[test]
+    fn pdeathsig_refuses_what_cannot_be_forwarded() {
+        for sig in ["KILL", "STOP", "CHLD"] {
+            assert!(run(&["--pdeathsig", sig, "p"]).is_err(), "{sig}");
+        }
+        assert_eq!(
+            run(&["--pdeathsig", "TERM", "p"]).unwrap().pdeathsig,
+            Some(libc::SIGTERM)
         );
     }
 

@@ -97,6 +97,7 @@ fn start_and_supervise(
     if let Some(sig) = config.pdeathsig {
         supervise::signal_on_parent_death(sig, inherited.parent, log);
     }
+    let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
     let foreground = spawn::owns_terminal();
     let allocate_for_test = alloc_guard::test_allocation_requested();
 
@@ -121,7 +122,7 @@ fn start_and_supervise(
         file.record(ended, log);
     }
     if let Some(grace) = config.kill_after {
-        supervise::end_leftovers(job, grace, log);
+        supervise::end_leftovers(job, grace, proc_is_ours, log);
     }
     Ok(protocol.judge(ended, log))
 }

@@ -13,11 +13,13 @@ use crate::sys::{self, Pid, Sig};
 /// belongs to another PID namespace (its `pid` is not our child).
 pub fn catches(pid: Pid, sig: Sig) -> bool {
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    caught_mask(pid, me)
-        .is_some_and(|mask| (1..=31).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
+    stat(pid)
+        .filter(|&(ppid, _)| ppid == me)
+        .is_some_and(|(_, mask)| (1..=31).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
 }
 
-fn caught_mask(pid: Pid, parent: Pid) -> Option<u64> {
+/// Parent and caught-signal mask of `pid`, from /proc/PID/stat.
+fn stat(pid: Pid) -> Option<(Pid, u64)> {
     let mut path: heapless::String<32> = heapless::String::new();
     write!(path, "/proc/{pid}/stat\0").ok()?;
     let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
@@ -27,27 +29,38 @@ fn caught_mask(pid: Pid, parent: Pid) -> Option<u64> {
     let mut buf = [0u8; 1024];
     let len = sys::read_fill(&fd, &mut buf).ok()?;
     (len < buf.len()).then_some(())?;
-    parse_stat(&buf[..len], parent)
+    parse_stat(&buf[..len])
 }
 
-/// `sigcatch` (field 34 of proc(5), decimal, signals 1-31) from a stat
-/// line, if its parent (field 4) is `parent`.
-fn parse_stat(stat: &[u8], parent: Pid) -> Option<u64> {
+/// The parent (field 4) and `sigcatch` (field 34 of proc(5), decimal,
+/// signals 1-31) from a stat line.
+fn parse_stat(stat: &[u8]) -> Option<(Pid, u64)> {
     // The command name (field 2) may hold spaces and parentheses: the
     // fields that follow start after the last ')'.
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = core::str::from_utf8(stat.get(close + 2..)?).ok()?;
     let mut fields = rest.split_ascii_whitespace();
-    let ppid: Pid = fields.nth(1)?.parse().ok()?; // field 4
-    if ppid != parent {
-        return None;
-    }
-    fields.nth(29)?.parse().ok() // field 34
+    let ppid = fields.nth(1)?.parse().ok()?; // field 4
+    let caught = fields.nth(29)?.parse().ok()?; // field 34
+    Some((ppid, caught))
+}
+
+/// Whether the /proc mounted here shows our own PID namespace: its
+/// `self` names our pid. Inside a PID namespace whose /proc was not
+/// remounted, it shows the outer one, where pids mean other processes.
+/// Allocates: call it before the job starts.
+pub fn is_ours() -> bool {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    std::fs::read_link("/proc/self")
+        .is_ok_and(|target| target.as_os_str() == me.to_string().as_str())
 }
 
 /// The children of `pid` (a single-threaded process), as many as fit in
-/// `buf`: /proc/PID/task/PID/children, read without allocating.
+/// `buf`: /proc/PID/task/PID/children, read without allocating. Each is
+/// checked to have `pid` as its parent, so a /proc that belongs to
+/// another PID namespace yields nothing rather than strangers.
 pub fn children(pid: Pid, buf: &mut [u8]) -> impl Iterator<Item = Pid> + '_ {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
     let len = (|| {
         let mut path: heapless::String<48> = heapless::String::new();
         write!(path, "/proc/{pid}/task/{pid}/children\0").ok()?;
@@ -64,7 +77,8 @@ pub fn children(pid: Pid, buf: &mut [u8]) -> impl Iterator<Item = Pid> + '_ {
     };
     buf[..whole]
         .split(|&b| b == b' ')
-        .filter_map(|n| core::str::from_utf8(n).ok()?.parse().ok())
+        .filter_map(|n| core::str::from_utf8(n).ok()?.parse::<Pid>().ok())
+        .filter(move |&child| stat(child).is_some_and(|(ppid, _)| ppid == me))
 }
 
 #[cfg(test)]
@@ -78,7 +92,7 @@ mod tests {
     #[test]
     fn reads_sigcatch_after_the_command_name() {
         // Fields 31-34: pending 0, blocked 0, ignored 4096, caught 526336.
-        assert_eq!(parse_stat(STAT, 77), Some(526_336));
+        assert_eq!(parse_stat(STAT), Some((77, 526_336)));
         assert_eq!(
             526_336,
             (1 << (libc::SIGTSTP - 1)) | (1 << (libc::SIGUSR2 - 1))
@@ -86,9 +100,14 @@ mod tests {
     }
 
     #[test]
-    fn another_parent_means_unknown() {
-        assert_eq!(parse_stat(STAT, 78), None);
-        assert_eq!(parse_stat(b"4242 (cut", 77), None);
+    fn a_cut_line_means_unknown() {
+        assert_eq!(parse_stat(b"4242 (cut"), None);
+        assert_eq!(parse_stat(&STAT[..60]), None);
+    }
+
+    #[test]
+    fn this_proc_is_ours() {
+        assert!(is_ours());
     }
 
     #[test]
@@ -116,10 +135,10 @@ mod tests {
             .unwrap();
         let pid = child.id() as Pid;
         let me = rustix::process::getpid().as_raw_nonzero().get();
-        let mask = caught_mask(pid, me);
+        let seen = stat(pid);
         let mut child = child;
         let _ = child.kill();
         let _ = child.wait();
-        assert_eq!(mask, Some(0), "sleep catches nothing");
+        assert_eq!(seen, Some((me, 0)), "our child, catching nothing");
     }
 }

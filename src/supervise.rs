@@ -56,11 +56,22 @@ pub fn adopt_orphans(log: &Log) {
 /// the orphans of those we end: SIGTERM them all, and the job's process
 /// group, rescanning as new ones are reparented to us; SIGKILL what is
 /// left after `grace`. Returns when no child is left. Does not allocate.
-pub fn end_leftovers(job: Pid, grace: Duration, log: &Log) {
+/// `proc_is_ours` says whether /proc shows our PID namespace (see
+/// `procfs::is_ours`); if not, only the job's process group is signalled.
+pub fn end_leftovers(job: Pid, grace: Duration, proc_is_ours: bool, log: &Log) {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut buf = [0u8; 4096];
     let _ = sys::kill(-job, libc::SIGTERM);
+    if !proc_is_ours {
+        log.warn(format_args!(
+            "--kill-after: /proc shows another PID namespace (mount a new one); only the job's process group got SIGTERM"
+        ));
+        return;
+    }
     let kill_at = Instant::now() + grace;
+    // A process in uninterruptible sleep survives even SIGKILL for a
+    // while: do not wait on it forever.
+    let give_up = kill_at + END_GRACE;
     let mut said = false;
     loop {
         let sig = if Instant::now() < kill_at {
@@ -74,6 +85,13 @@ pub fn end_leftovers(job: Pid, grace: Duration, log: &Log) {
             let _ = sys::kill(child, sig);
         }
         if !any {
+            return;
+        }
+        if Instant::now() > give_up {
+            log.warn(format_args!(
+                "processes the job left are still there {}s after SIGKILL; leaving them",
+                END_GRACE.as_secs()
+            ));
             return;
         }
         if !said {
