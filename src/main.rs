@@ -107,6 +107,9 @@ fn start_and_supervise(
         Ok(pid) => pid,
         Err(e) => {
             log.warn(format_args!("{}: {e}", config.program.display()));
+            if let Some(file) = &status_file {
+                file.record_launch_failure(e.exit_code(), log);
+            }
             return Ok(Verdict::Exit(e.exit_code()));
         }
     };

@@ -41,10 +41,26 @@ impl StatusFile {
         let nul = |_| Error::usage(&shown, "contains a NUL byte");
         let mut tmp = path.as_bytes().to_vec();
         tmp.extend_from_slice(b".tmp");
-        Ok(Self {
+        let file = Self {
             path: CString::new(path.as_bytes()).map_err(nul)?,
             tmp: CString::new(tmp).map_err(nul)?,
-        })
+        };
+        // A status from an earlier run must not pass for this one's.
+        match rustix::fs::unlink(file.path.as_c_str()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(file),
+            Err(e) => Err(Error::os(shown, e)),
+        }
+    }
+
+    /// The job never started (ckptrun exits `code`): recorded as if it had
+    /// exited with that code, as a shell would report it.
+    pub fn record_launch_failure(&self, code: u8, log: &Log) {
+        self.record(
+            Ended {
+                raw: i32::from(code) << 8,
+            },
+            log,
+        );
     }
 
     /// Writes `Exited: RAW` whole: to FILE.tmp, synced, renamed over FILE,
@@ -62,7 +78,13 @@ impl StatusFile {
     fn write(&self, ended: Ended) -> rustix::io::Result<()> {
         let mut line: heapless::String<32> = heapless::String::new();
         let _ = writeln!(line, "Exited: {}", ended.raw);
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC;
+        // A fresh file: never through a symlink planted at FILE.tmp.
+        match rustix::fs::unlink(self.tmp.as_c_str()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(e),
+        }
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::open(self.tmp.as_c_str(), flags, Mode::from_raw_mode(0o644))?;
         sys::write_all(&fd, line.as_bytes())?;
         rustix::fs::fsync(&fd)?;

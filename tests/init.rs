@@ -59,9 +59,37 @@ fn the_status_file_holds_the_raw_wait_status() {
         .args(["sh", "-c", "kill -SEGV $$", "sh"])
         .current_dir(&sandbox.dir));
     assert_eq!(out.code(), Some(128 + libc::SIGSEGV), "{}", out.stderr);
+    // Killed by SIGSEGV: the low 7 bits (a core flag may be set where
+    // core_pattern pipes to a helper, whatever RLIMIT_CORE says).
+    let status = std::fs::read_to_string(sandbox.path("status")).unwrap();
+    let raw: i32 = status
+        .strip_prefix("Exited: ")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(raw & 0x7f, libc::SIGSEGV, "{status}");
+
+    // A job that never starts leaves no stale status of an earlier run.
+    std::fs::write(sandbox.path("not-executable"), b"").unwrap();
+    let out = run(sandbox.ckptrun(["--status-file", "status", "./not-executable"]));
+    assert_eq!(out.code(), Some(126));
     assert_eq!(
         std::fs::read_to_string(sandbox.path("status")).unwrap(),
-        format!("Exited: {}\n", libc::SIGSEGV)
+        format!("Exited: {}\n", 126 << 8)
+    );
+
+    // A symlink planted at FILE.tmp is replaced, not written through.
+    std::fs::write(sandbox.path("precious"), b"keep").unwrap();
+    std::os::unix::fs::symlink(sandbox.path("precious"), sandbox.path("status.tmp")).unwrap();
+    assert_eq!(
+        run(shell(&sandbox, &["--status-file", "status"], "exit 4")).code(),
+        Some(4)
+    );
+    assert_eq!(std::fs::read(sandbox.path("precious")).unwrap(), b"keep");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("status")).unwrap(),
+        "Exited: 1024\n"
     );
 
     let out = run(shell(
@@ -113,9 +141,11 @@ fn pdeathsig_turns_the_parents_death_into_a_signal_for_the_job() {
     // A parent shell starts ckptrun, waits until the job is ready, and
     // exits: ckptrun receives SIGUSR1 and forwards it; the job records it.
     let sandbox = Sandbox::new("pdeathsig");
-    let job = "trap 'echo parent-died > died; exit 0' USR1; echo ready > ready; while :; do sleep 0.01; done";
+    // Bounded: if the signal never comes, the job ends by itself in 5 s.
+    let job = "trap 'echo parent-died > died; exit 0' USR1; echo ready > ready; \
+               i=0; while [ \\$i -lt 500 ]; do sleep 0.01; i=\\$((i+1)); done";
     let parent = format!(
-        "'{CKPTRUN}' --pdeathsig USR1 -- sh -c \"{job}\" sh & \
+        "'{CKPTRUN}' --pdeathsig USR1 -- sh -c \"{job}\" sh >/dev/null 2>&1 & \
          while [ ! -e ready ]; do sleep 0.01; done; exit 0"
     );
     let out = run(std::process::Command::new("sh")
@@ -134,7 +164,7 @@ fn without_pdeathsig_the_parents_death_changes_nothing() {
     let sandbox = Sandbox::new("no-pdeathsig");
     let job = "trap 'echo parent-died > died; exit 0' USR1; echo ready > ready; sleep 0.5; echo done > done";
     let parent = format!(
-        "'{CKPTRUN}' -- sh -c \"{job}\" sh & while [ ! -e ready ]; do sleep 0.01; done; exit 0"
+        "'{CKPTRUN}' -- sh -c \"{job}\" sh >/dev/null 2>&1 & while [ ! -e ready ]; do sleep 0.01; done; exit 0"
     );
     let out = run(std::process::Command::new("sh")
         .args(["-c", &parent])
@@ -251,8 +281,11 @@ fn kill_after_ends_what_the_job_left_behind() {
     // and needs the SIGKILL. Without --kill-after both outlive ckptrun.
     for kill_after in [true, false] {
         let sandbox = Sandbox::new(&format!("kill-after-{kill_after}"));
-        let script = "sleep 30 >/dev/null 2>&1 & echo $! > polite; \
-                      (trap '' TERM; exec sleep 30) >/dev/null 2>&1 & echo $! > stubborn; exit 0";
+        // The stubborn one writes its pid only once its trap is set, and
+        // the job waits for that: it must really need the SIGKILL.
+        let script = r#"sleep 30 >/dev/null 2>&1 & echo $! > polite;
+            sh -c 'trap "" TERM; echo $$ > stubborn.tmp; mv stubborn.tmp stubborn; exec sleep 30' >/dev/null 2>&1 &
+            while [ ! -e stubborn ]; do sleep 0.01; done; exit 0"#;
         let extra: &[&str] = if kill_after {
             &["--mode", "init", "--kill-after", "0.3"]
         } else {
@@ -387,4 +420,28 @@ fn as_pid_1_a_thousand_orphans_leave_no_zombie() {
         ])
         .current_dir(&sandbox.dir));
     assert_eq!(out.code(), Some(0), "zombies stayed: {}", out.stderr);
+}
+
+#[test]
+fn kill_after_does_not_trust_a_proc_of_another_namespace() {
+    // In a PID namespace whose /proc was not remounted, /proc shows the
+    // outer namespace, where pid numbers are other processes: ckptrun
+    // must neither signal them nor wait for them.
+    let sandbox = Sandbox::new("foreign-proc");
+    let inner =
+        format!("unshare --fork --pid '{CKPTRUN}' --mode init --kill-after 0.2 -- sh -c 'exit 3'");
+    let mut unshare = std::process::Command::new("unshare");
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        unshare.arg("--map-root-user");
+    }
+    let out = run(unshare
+        .args(["--fork", "--pid", "--mount-proc", "sh", "-c", &inner])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(3), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("/proc shows another PID namespace"),
+        "{}",
+        out.stderr
+    );
 }
