@@ -22,15 +22,15 @@ echo "## Machine"
 echo "- $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r)"
 echo "- $(rustc --version); hyperfine $(hyperfine --version | cut -d' ' -f2); tini $(tini --version | cut -d' ' -f3); dumb-init $(dumb-init --version 2>&1 | cut -d' ' -f2)"
 echo
-echo "## Size (stripped; ckptrun static, the others Debian's dynamic builds)"
+echo "## Size (stripped; ckptrun and tini-static static, the others Debian's dynamic builds)"
 echo "| binary | bytes | KiB |"
 echo "|---|---|---|"
-for f in "$OLDPWD/$x64" "$OLDPWD/$i686" "$(command -v tini)" "$(command -v dumb-init)" "$(command -v setarch)"; do
+for f in "$OLDPWD/$x64" "$OLDPWD/$i686" "$(command -v tini)" /usr/bin/tini-static "$(command -v dumb-init)" "$(command -v setarch)"; do
     b=$(stat -c %s "$f")
     echo "| ${f#$OLDPWD/} | $b | $((b / 1024)) |"
 done
 echo
-echo "## Peak memory while supervising (the supervisor, sleeping job; median of 5 by VmHWM)"
+echo "## Peak memory while supervising the same sleeping job (median of 5 by VmHWM)"
 echo "| supervisor | VmHWM kB | RssAnon kB |"
 echo "|---|---|---|"
 hwm() {
@@ -42,13 +42,17 @@ hwm() {
         samples+=("$(awk '/VmHWM/{h=$2} /RssAnon/{a=$2} END{printf "%06d | %s", h, a}' "/proc/$pid/status")")
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
+        pkill -KILL -f '^sleep 5.123$' || true
     done
     # The median by VmHWM; leading zeros only sort it.
-    printf '%s\n' "${samples[@]}" | sort -n | sed -n 3p | sed 's/^0*//' 
+    printf '%s\n' "${samples[@]}" | sort -n | sed -n 3p | sed 's/^0*//'
 }
-echo "| ckptrun | $(hwm "$ckptrun" -- sh -c 'exec sleep 5' sh) |"
-echo "| tini -s | $(hwm tini -s -- sleep 5) |"
-echo "| dumb-init | $(hwm dumb-init sleep 5) |"
+# The same job under each: `sleep 5.123` (ckptrun in init mode, so no
+# personality or arguments differ).
+echo "| ckptrun --mode init | $(hwm "$ckptrun" --mode init -- sleep 5.123) |"
+echo "| tini -s | $(hwm tini -s -- sleep 5.123) |"
+echo "| tini-static -s | $(hwm tini-static -s -- sleep 5.123) |"
+echo "| dumb-init | $(hwm dumb-init sleep 5.123) |"
 echo
 echo "## Launch cost (whole process, $runs runs each, hyperfine -N)"
 # `true` ignores the -_condor_ckpt arguments ckptrun appends.
@@ -57,6 +61,7 @@ hyperfine -N --warmup 100 --runs "$runs" --export-json launch.json \
     "setarch x86_64 -L -B -R true" \
     "$ckptrun -- true" \
     "tini -s -- true" \
+    "tini-static -s -- true" \
     "dumb-init true" >/dev/null 2>&1
 python3 - launch.json "$ckptrun" <<'PY'
 import json, sys
@@ -71,7 +76,7 @@ for r in results:
 PY
 
 echo
-echo "## Signal forwarding round trip (SIGUSR1 to the supervisor, forwarded, acknowledged by the job; 10,000 signals, 5 rounds)"
+echo "## Signal forwarding round trip (SIGUSR1 to the supervisor, forwarded to the job alone, acknowledged by it; 10,000 signals, 5 rounds)"
 python3 - "$ckptrun" "$job" <<'PY'
 import os, signal, statistics, subprocess, sys, time
 ckptrun, job = sys.argv[1], sys.argv[2]
@@ -90,7 +95,8 @@ def round_trips(cmd, n=10_000):
 cmds = {
     "ckptrun --mode init": [ckptrun, "--mode", "init", "--", job, "echo"],
     "tini -s": ["tini", "-s", "--", job, "echo"],
-    "dumb-init": ["dumb-init", job, "echo"],
+    "tini-static -s": ["tini-static", "-s", "--", job, "echo"],
+    "dumb-init --single-child": ["dumb-init", "--single-child", job, "echo"],
 }
 rounds = {name: [] for name in cmds}
 for _ in range(5):
@@ -110,12 +116,13 @@ pid1="unshare --fork --pid --mount-proc"
 hyperfine -N --warmup 1 --runs 20 --export-json orphans.json \
     "$pid1 $ckptrun --mode init -- $job orphans 10000" \
     "$pid1 tini -s -- $job orphans 10000" \
+    "$pid1 tini-static -s -- $job orphans 10000" \
     "$pid1 dumb-init $job orphans 10000" >/dev/null 2>&1
 python3 - orphans.json "$ckptrun" "$job" <<'PY'
 import json, sys
 results = json.load(open(sys.argv[1]))["results"]
 name = lambda r: r["command"].replace(sys.argv[2], "ckptrun").replace(sys.argv[3], "bench_job")
-base = next(r["median"] for r in results if "tini" in r["command"])
+base = next(r["median"] for r in results if " tini -s" in r["command"])
 print("| command | median ms | σ ms | vs tini |")
 print("|---|---|---|---|")
 for r in results:
