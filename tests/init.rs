@@ -41,21 +41,9 @@ fn the_status_file_holds_the_raw_wait_status() {
     assert!(!sandbox.path("status.tmp").exists());
 
     // As PID 1 the exit status says 128+11; the file tells the truth.
-    let mut unshare = std::process::Command::new("unshare");
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        unshare.arg("--map-root-user");
-    }
+    let mut unshare = pid_namespace();
     let out = run(unshare
-        .args([
-            "--fork",
-            "--pid",
-            "--mount-proc",
-            CKPTRUN,
-            "--status-file",
-            "status",
-            "--",
-        ])
+        .args([CKPTRUN, "--status-file", "status", "--"])
         .args(["sh", "-c", "kill -SEGV $$", "sh"])
         .current_dir(&sandbox.dir));
     assert_eq!(out.code(), Some(128 + libc::SIGSEGV), "{}", out.stderr);
@@ -400,24 +388,9 @@ fn as_pid_1_a_thousand_orphans_leave_no_zombie() {
                   n=0; while [ $n -lt 500 ]; do \
                   z=$(grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l); \
                   [ $z -eq 0 ] && exit 0; n=$((n+1)); sleep 0.01; done; exit 1";
-    let mut unshare = std::process::Command::new("unshare");
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        unshare.arg("--map-root-user");
-    }
+    let mut unshare = pid_namespace();
     let out = run(unshare
-        .args([
-            "--fork",
-            "--pid",
-            "--mount-proc",
-            CKPTRUN,
-            "--mode",
-            "init",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
+        .args([CKPTRUN, "--mode", "init", "--", "sh", "-c", script])
         .current_dir(&sandbox.dir));
     assert_eq!(out.code(), Some(0), "zombies stayed: {}", out.stderr);
 }
@@ -430,14 +403,8 @@ fn kill_after_does_not_trust_a_proc_of_another_namespace() {
     let sandbox = Sandbox::new("foreign-proc");
     let inner =
         format!("unshare --fork --pid '{CKPTRUN}' --mode init --kill-after 0.2 -- sh -c 'exit 3'");
-    let mut unshare = std::process::Command::new("unshare");
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        unshare.arg("--map-root-user");
-    }
-    let out = run(unshare
-        .args(["--fork", "--pid", "--mount-proc", "sh", "-c", &inner])
-        .current_dir(&sandbox.dir));
+    let mut unshare = pid_namespace();
+    let out = run(unshare.args(["sh", "-c", &inner]).current_dir(&sandbox.dir));
     assert_eq!(out.code(), Some(3), "{}", out.stderr);
     assert!(
         out.stderr.contains("/proc shows another PID namespace"),

@@ -420,19 +420,6 @@ fn as_pid_1_a_signal_death_is_128_plus_n() {
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
 }
 
-/// `unshare --fork --pid --mount-proc`: what follows runs as PID 1 of a
-/// new PID namespace. As root directly; otherwise inside a user
-/// namespace of its own (--map-root-user), which needs no privilege.
-fn pid_namespace() -> std::process::Command {
-    let mut cmd = std::process::Command::new("unshare");
-    // SAFETY: geteuid has no arguments and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        cmd.arg("--map-root-user");
-    }
-    cmd.args(["--fork", "--pid", "--mount-proc"]);
-    cmd
-}
-
 /// The first child of `pid` (from /proc/PID/task/PID/children).
 fn child_of(pid: i32) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(5);

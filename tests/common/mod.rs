@@ -233,6 +233,19 @@ pub fn read_report(path: &Path) -> Report {
     Report { personality, argv }
 }
 
+/// `unshare --fork --pid --mount-proc`: what follows runs as PID 1 of a
+/// new PID namespace. As root directly; otherwise inside a user
+/// namespace of its own (--map-root-user), which needs no privilege.
+pub fn pid_namespace() -> std::process::Command {
+    let mut cmd = std::process::Command::new("unshare");
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        cmd.arg("--map-root-user");
+    }
+    cmd.args(["--fork", "--pid", "--mount-proc"]);
+    cmd
+}
+
 /// Runs `pre` in the child before ckptrun is exec'd (signal setup).
 pub fn before_exec(cmd: &mut Command, pre: impl Fn() + Send + Sync + 'static) {
     // SAFETY: the closures tests pass make only async-signal-safe libc
