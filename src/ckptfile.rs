@@ -74,16 +74,7 @@ impl CkptFile {
     /// stale FILE.tmp, and says what is at FILE now.
     pub fn prepare(&self, log: &Log) -> Result<Found, Error> {
         let shown = self.path.display();
-        let dir = match Path::new(&self.path).parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| {
-            Error::usage(
-                format!("{}", dir.display()),
-                format!("cannot write checkpoints there: {}", why(e)),
-            )
-        })?;
+        check_dir_writable(Path::new(&self.path), "checkpoints")?;
         self.remove_stale_tmp(log)?;
         match rustix::fs::stat(&self.c_path) {
             Err(Errno::NOENT) => Ok(Found::Absent),
@@ -148,6 +139,22 @@ impl CkptFile {
         let fresh = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_size > 0;
         fresh && before.0 != Some(Identity::of(&st))
     }
+}
+
+/// Checks that files can be created beside `path` (in its directory, or
+/// the working directory), before the job starts: `what` names them in
+/// the error, `cannot write WHAT there: WHY`.
+pub fn check_dir_writable(path: &Path, what: &str) -> Result<(), Error> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| {
+        Error::usage(
+            dir.display(),
+            format!("cannot write {what} there: {}", why(e)),
+        )
+    })
 }
 
 impl Identity {

@@ -382,13 +382,7 @@ fn set(
                 Source::Arg(_) => config.maps.push(signal_map(&text, from)?),
             }
         }
-        "interval" => {
-            let text = text()?;
-            let secs = seconds(&text);
-            config.interval = Some(secs.ok_or_else(|| {
-                Error::usage(from.with(&text), "expected a positive number of seconds")
-            })?);
-        }
+        "interval" => config.interval = Some(duration(&text()?, from)?),
         "interval-continue" => config.interval_continue = true,
         "pgroup" => config.pgroup = true,
         "pdeathsig" => {
@@ -405,13 +399,7 @@ fn set(
             config.pdeathsig = Some(sig);
         }
         "status-file" => config.status_file = Some(path()?),
-        "kill-after" => {
-            let text = text()?;
-            let secs = seconds(&text);
-            config.kill_after = Some(secs.ok_or_else(|| {
-                Error::usage(from.with(&text), "expected a positive number of seconds")
-            })?);
-        }
+        "kill-after" => config.kill_after = Some(duration(&text()?, from)?),
         "verbose" => config.verbose = true,
         "log" => config.log = Some(path()?),
         _ => unreachable!("option {name} is in OPTIONS but not handled"),
@@ -469,6 +457,12 @@ fn signal_map(text: &str, from: &Source) -> Result<(Sig, Sig), Error> {
         ));
     }
     Ok((from_sig, to_sig))
+}
+
+/// `seconds`, or an error naming where the text came from.
+fn duration(text: &str, from: &Source) -> Result<Duration, Error> {
+    seconds(text)
+        .ok_or_else(|| Error::usage(from.with(text), "expected a positive number of seconds"))
 }
 
 /// A positive number of seconds, `30` or `0.5` (at most nanosecond

@@ -9,8 +9,9 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::fs::{Access, Mode, OFlags};
+use rustix::fs::{Mode, OFlags};
 
+use crate::ckptfile;
 use crate::error::Error;
 use crate::log::Log;
 use crate::protocol::Ended;
@@ -25,19 +26,7 @@ impl StatusFile {
     /// Checks that FILE can be written, before the job starts.
     pub fn prepare(path: &OsString) -> Result<Self, Error> {
         let shown = path.display();
-        let dir = match Path::new(path).parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| {
-            Error::usage(
-                format!("{}", dir.display()),
-                format!(
-                    "cannot write the status file there: {}",
-                    sys::strerror(e.raw_os_error())
-                ),
-            )
-        })?;
+        ckptfile::check_dir_writable(Path::new(path), "the status file")?;
         let nul = |_| Error::usage(&shown, "contains a NUL byte");
         let mut tmp = path.as_bytes().to_vec();
         tmp.extend_from_slice(b".tmp");
