@@ -273,7 +273,8 @@ fn an_eviction_before_the_job_handles_sigtstp_waits_for_it() {
             .ckptrun(["-v", "./job", "1000", "10"])
             .env("CONDOR_JOB_INIT_MS", "1000"),
     );
-    wait_for_child(job.pid());
+    // ckptrun has blocked its signals and started the job.
+    first_child(job.pid());
     job.signal(libc::SIGTERM);
     let out = job.finish();
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
@@ -318,18 +319,4 @@ fn sigusr2_sent_to_ckptrun_checkpoints_and_the_job_continues() {
     let out = job.finish();
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("40 steps"));
-}
-
-/// Waits until `pid` has a child: ckptrun has blocked its signals and
-/// started the job.
-fn wait_for_child(pid: i32) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .trim()
-        .is_empty()
-    {
-        assert!(std::time::Instant::now() < deadline, "no job started");
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }

@@ -3,31 +3,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
-
-fn shell(sandbox: &Sandbox, extra: &[&str], script: &str) -> std::process::Command {
-    let mut args: Vec<&str> = extra.to_vec();
-    args.extend(["--", "sh", "-c", script, "sh"]);
-    sandbox.ckptrun(args)
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie counts as dead.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-    })
-}
 
 #[test]
 fn the_status_file_holds_the_raw_wait_status() {
@@ -306,18 +284,6 @@ fn kill_after_ends_what_the_job_left_behind() {
             }
         }
     }
-}
-
-/// The first child of `pid`, once it has one.
-fn first_child(pid: i32) -> i32 {
-    let mut child = None;
-    wait_until("a child appears", || {
-        child = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse().ok());
-        child.is_some()
-    });
-    child.unwrap()
 }
 
 #[test]

@@ -9,14 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// `sh -c SCRIPT` under ckptrun; in condor mode the job's `$1 $2` are
-/// `-_condor_ckpt sh.ckpt` (or `-_condor_restart sh.ckpt ...`).
-fn shell(sandbox: &Sandbox, extra: &[&str], script: &str) -> std::process::Command {
-    let mut args: Vec<&str> = extra.to_vec();
-    args.extend(["--", "sh", "-c", script, "sh"]);
-    sandbox.ckptrun(args)
-}
-
 #[test]
 fn exit_codes_pass_through() {
     let sandbox = Sandbox::new("exit-codes");
@@ -263,7 +255,7 @@ fn a_sigstop_suspend_is_left_alone() {
         "echo ready > ready; sleep 0.5; exit 4",
     ));
     job.wait_for(&sandbox.path("ready"));
-    let job_pid = child_of(job.pid());
+    let job_pid = first_child(job.pid());
     // SAFETY: kill has no memory arguments.
     unsafe { libc::kill(job_pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(700));
@@ -369,15 +361,6 @@ fn a_thousand_orphans_leave_no_zombie() {
     assert_eq!(job.finish().signal(), Some(libc::SIGINT));
 }
 
-/// Polls `cond` for up to 2 s.
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn as_pid_1_a_signal_death_is_128_plus_n() {
     let sandbox = Sandbox::new("pid1");
@@ -403,7 +386,7 @@ fn as_pid_1_a_signal_death_is_128_plus_n() {
             .current_dir(&sandbox.dir),
     );
     job.wait_for(&report);
-    let init = child_of(job.pid());
+    let init = first_child(job.pid());
     assert_eq!(
         std::fs::read_to_string(format!("/proc/{init}/status"))
             .unwrap()
@@ -418,28 +401,4 @@ fn as_pid_1_a_signal_death_is_128_plus_n() {
     unsafe { libc::kill(init, libc::SIGTERM) };
     let out = job.finish();
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
-}
-
-/// The first child of `pid` (from /proc/PID/task/PID/children).
-fn child_of(pid: i32) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let children =
-            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        if let Some(first) = children.split_whitespace().next() {
-            return first.parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "{pid} has no child");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// (parent pid, state letter) of a live or zombie process.
-fn parent_and_state(pid: i32) -> Option<(i32, char)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 2..];
-    let mut fields = after_name.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((ppid, state))
 }

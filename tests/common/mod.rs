@@ -284,3 +284,48 @@ pub fn assert_one_error_line(out: &Finished, needle: &str) {
     );
     assert!(lines[0].contains(needle), "{:?} lacks {needle:?}", lines[0]);
 }
+
+/// `ckptrun EXTRA... -- sh -c SCRIPT sh`; in condor mode the job's `$1 $2`
+/// are `-_condor_ckpt sh.ckpt` (or `-_condor_restart sh.ckpt ...`).
+pub fn shell(sandbox: &Sandbox, extra: &[&str], script: &str) -> Command {
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend(["--", "sh", "-c", script, "sh"]);
+    sandbox.ckptrun(args)
+}
+
+/// Polls `cond` every 5 ms for up to 5 s.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The first child of `pid` (from /proc/PID/task/PID/children), once it
+/// has one.
+pub fn first_child(pid: i32) -> i32 {
+    let mut child = None;
+    wait_until(&format!("{pid} has a child"), || {
+        child = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok());
+        child.is_some()
+    });
+    child.unwrap()
+}
+
+/// (parent pid, state letter) of a live or zombie process.
+pub fn parent_and_state(pid: i32) -> Option<(i32, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let mut fields = after_name.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((ppid, state))
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    parent_and_state(pid).is_some_and(|(_, state)| state != 'Z')
+}
