@@ -22,6 +22,7 @@ mod condor;
 mod error;
 mod exit;
 mod init;
+mod jobad;
 mod log;
 mod personality;
 mod procfs;
