@@ -8,6 +8,8 @@ use std::time::Duration;
 use lexopt::prelude::*;
 
 use crate::error::Error;
+use crate::jobad::JobAd;
+use crate::log::Log;
 use crate::personality::{ArchChoice, Flags};
 use crate::signals;
 use crate::supervise::{Periodic, Supervision};
@@ -15,6 +17,7 @@ use crate::sys::Sig;
 
 pub const HELP: &str = "\
 Usage: ckptrun [OPTIONS] [--] PROGRAM [ARG...]
+       ckptrun --mode self --ckpt PATH --job-ckpt-exit N [OPTIONS] [--] PROGRAM [ARG...]
        ckptrun --mode init [OPTIONS] [--] PROGRAM [ARG...]
 
 Runs PROGRAM, a condor_compile'd job, the way HTCondor's checkpoint
@@ -24,15 +27,36 @@ wrapper did: address randomization off (as `setarch ARCH -L -B -R`),
 and exit; ckptrun then exits with the checkpoint code (85) so HTCondor
 transfers FILE and restarts the job.
 
+With --mode self, PROGRAM checkpoints itself to --ckpt PATH (in place
+if it likes) and says so by exiting N (--job-ckpt-exit) or dying by a
+signal (--job-ckpt-signal). ckptrun checks the checkpoint, commits it
+atomically and durably to the store, and exits 85. Before each start,
+every PATH is replaced by a private copy of the last committed
+checkpoint, so a torn one is never used.
+
 With --mode init, ckptrun is only a minimal init (as tini): no
 personality, no arguments added, signals and exit status passed on
-unchanged; the checkpoint options below are refused.
+unchanged; the checkpoint options are refused.
 
-Options:
-      --mode condor|init  the checkpoint protocol [default: condor]
-  -c, --ckpt FILE         checkpoint file [default: PROGRAM as given + .ckpt]
+When _CONDOR_JOB_AD names HTCondor's job ad, its SuccessCheckpointExitCode,
+SuccessCheckpointExitBySignal/Signal, KillSig, CheckpointSig and
+JobMaxVacateTime are used where no option says otherwise.
+
+Options for every checkpointing mode:
+      --mode condor|self|init
+                          the checkpoint protocol [default: condor]
+  -c, --ckpt PATH         condor: the checkpoint file [default: PROGRAM as
+                          given + .ckpt]; self: a file or directory the job
+                          writes its checkpoint to (repeatable)
       --ckpt-exit-code N  exit code meaning \"checkpointed: transfer and
                           restart me\" [default: 85]
+      --exit-by-signal SIG
+                          after a checkpoint, die by SIG (no core dump)
+                          instead of exiting with the code
+      --interval SECS     ask for a checkpoint SECS after the job started
+                          (self: after the last checkpoint completed)
+
+Options for --mode condor:
       --arch auto|x86_64|i386
                           personality to run PROGRAM with; auto reads
                           PROGRAM's ELF header [default: auto]
@@ -41,13 +65,38 @@ Options:
       --no-limit-32bit    drop setarch -B (ADDR_LIMIT_32BIT)
       --personality-optional
                           if the kernel refuses personality(), warn and run
+      --interval-continue with --interval: send SIGUSR2 every SECS instead
+                          of SIGTSTP; the job checkpoints and keeps running
+
+Options for --mode self:
+      --store DIR         where committed checkpoints are kept, one directory
+                          per generation [default: ckptrun.store]; list it
+                          in transfer_checkpoint_files
+      --keep N            older generations kept for fallback [default: 1]
+      --job-ckpt-exit N   the job's own exit code after a checkpoint
+      --job-ckpt-signal SIG
+                          the job dies by SIG after a checkpoint
+      --ckpt-signal SIG   how to ask the job for a checkpoint; sent on
+                          eviction (SIGTERM, the job ad's KillSig) and every
+                          --interval [default: SIGTERM is passed on as is]
+      --ckpt-continue     a --interval request means \"checkpoint and keep
+                          running\"; the job must replace each PATH by rename
+      --ckpt-timeout SECS a job that does not answer a request within SECS
+                          is logged, and killed if it was to exit (exit 124)
+                          [default: the job ad's JobMaxVacateTime less 10%
+                          for evictions, else none]
+      --restart-arg ARG   appended after ARG... when restarting from a
+                          committed checkpoint; {ckpt} becomes the first
+                          --ckpt PATH (repeatable)
+      --restart-grace SECS
+                          if a restart fails (non-zero) within SECS, restart
+                          once from the generation before
+
+Options for every mode:
       --map FROM:TO       deliver signal FROM to the job as TO (names or
                           numbers; TO = 0 drops it); repeatable. Built in:
-                          TERM:TSTP, TSTP:TSTP, USR2:USR2
-      --interval SECS     ask for a checkpoint SECS after the job (re)started:
-                          SIGTSTP, so the job checkpoints and exits 85
-      --interval-continue with --interval: send SIGUSR2 every SECS instead;
-                          the job checkpoints and keeps running
+                          condor TERM:TSTP, TSTP:TSTP, USR2:USR2; self
+                          TERM:SIG with --ckpt-signal SIG
       --pgroup            send forwarded signals to the job's whole process
                           group (tini -g), not only the job
       --pdeathsig SIG     when ckptrun's parent dies, ckptrun receives SIG
@@ -66,12 +115,16 @@ CKPTRUN_VERBOSE=1); the command line wins.
 
 Exit status:
   the job's own exit code, or 85 (--ckpt-exit-code) when it checkpointed;
-  120  the job stopped on SIGTSTP instead of checkpointing (it is not
-       condor_compile'd); ckptrun ended it
-  121  the job died by SIGUSR2 but wrote no checkpoint during this run
+  120  condor: the job stopped on SIGTSTP instead of checkpointing (it is
+       not condor_compile'd); ckptrun ended it
+  121  condor: the job died by SIGUSR2 but wrote no checkpoint during this
+       run; self: the job reported a checkpoint that is missing, empty, or
+       not written since it was asked for
   122  the job itself exited with the checkpoint code (never passed on:
        HTCondor would restart it forever)
-  (the checkpoint code must be 1-128 and not one of these)
+  123  self: the checkpoint could not be committed (the last one is kept)
+  124  self: the job did not checkpoint and exit within --ckpt-timeout
+  (the checkpoint code must be 1-128 and not one of 120-127)
   125  ckptrun failed; 126 PROGRAM cannot run; 127 PROGRAM not found
   a job killed by signal N: ckptrun dies by N (exits 128+N as PID 1)
 ";
@@ -88,8 +141,28 @@ pub enum Request {
 pub enum Mode {
     /// condor_compile'd: -_condor_ckpt, SIGTSTP, death by SIGUSR2.
     Condor,
+    /// The job checkpoints itself; ckptrun commits its checkpoints.
+    SelfCkpt,
     /// None: ckptrun is only an init.
     Init,
+}
+
+impl Mode {
+    fn bit(self) -> u8 {
+        match self {
+            Mode::Condor => C,
+            Mode::SelfCkpt => S,
+            Mode::Init => I,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Condor => "condor",
+            Mode::SelfCkpt => "self",
+            Mode::Init => "init",
+        }
+    }
 }
 
 /// Everything the command line says, checked.
@@ -98,8 +171,11 @@ pub struct Config {
     pub mode: Mode,
     pub program: OsString,
     pub args: Vec<OsString>,
-    pub ckpt: Option<OsString>,
+    /// Condor mode: at most one (the file); self mode: the working paths.
+    pub ckpt: Vec<OsString>,
     pub ckpt_exit_code: u8,
+    /// Die by this signal instead of exiting with the checkpoint code.
+    pub exit_by_signal: Option<Sig>,
     pub arch: ArchChoice,
     pub keep_aslr: bool,
     pub no_compat_layout: bool,
@@ -115,6 +191,26 @@ pub struct Config {
     pub pdeathsig: Option<Sig>,
     pub status_file: Option<OsString>,
     pub kill_after: Option<Duration>,
+    // --mode self
+    pub store: OsString,
+    pub keep: u32,
+    pub job_ckpt_exit: Option<u8>,
+    pub job_ckpt_signal: Option<Sig>,
+    pub ckpt_signal: Option<Sig>,
+    pub ckpt_continue: bool,
+    pub restart_args: Vec<OsString>,
+    pub restart_grace: Option<Duration>,
+    pub ckpt_timeout: Option<Duration>,
+    // From the job ad (see `apply_job_ad`).
+    /// Signals that mean "checkpoint and exit now": the ad's KillSig
+    /// (eviction) and CheckpointSig.
+    pub evict_signals: Vec<Sig>,
+    pub periodic_signals: Vec<Sig>,
+    /// The ad's JobMaxVacateTime: how long an eviction may take.
+    pub vacate_time: Option<Duration>,
+    /// Options given on the command line or in CKPTRUN_* variables: the
+    /// job ad does not override them.
+    pub explicit: Vec<&'static str>,
 }
 
 impl Default for Config {
@@ -123,8 +219,9 @@ impl Default for Config {
             mode: Mode::Condor,
             program: OsString::new(),
             args: Vec::new(),
-            ckpt: None,
+            ckpt: Vec::new(),
             ckpt_exit_code: 85,
+            exit_by_signal: None,
             arch: ArchChoice::Auto,
             keep_aslr: false,
             no_compat_layout: false,
@@ -139,6 +236,19 @@ impl Default for Config {
             pdeathsig: None,
             status_file: None,
             kill_after: None,
+            store: "ckptrun.store".into(),
+            keep: 1,
+            job_ckpt_exit: None,
+            job_ckpt_signal: None,
+            ckpt_signal: None,
+            ckpt_continue: false,
+            restart_args: Vec::new(),
+            restart_grace: None,
+            ckpt_timeout: None,
+            evict_signals: Vec::new(),
+            periodic_signals: Vec::new(),
+            vacate_time: None,
+            explicit: Vec::new(),
         }
     }
 }
@@ -153,9 +263,11 @@ impl Config {
         }
     }
 
-    /// How the supervisor runs: the `--interval` timer and `--pgroup`.
+    /// How the supervisor runs: the `--interval` timer (condor mode; in
+    /// self mode the protocol keeps its own) and `--pgroup`.
     pub fn supervision(&self) -> Supervision {
-        let periodic = self.interval.map(|every| Periodic {
+        let interval = self.interval.filter(|_| self.mode == Mode::Condor);
+        let periodic = interval.map(|every| Periodic {
             every,
             repeat: self.interval_continue,
         });
@@ -166,34 +278,102 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Takes what the HTCondor job ad says (see `jobad`) where no option
+    /// said otherwise: the checkpoint code or signal, the eviction and
+    /// checkpoint signals, and the eviction's time budget.
+    pub fn apply_job_ad(&mut self, ad: &JobAd, log: &Log) {
+        let explicit = |name: &str| self.explicit.contains(&name);
+        let by_code = explicit("ckpt-exit-code");
+        if let Some(code) = ad.exit_code
+            && !by_code
+        {
+            if code > 128 || RESERVED_CODES.contains(&code) {
+                log.warn(format_args!(
+                    "job ad: SuccessCheckpointExitCode = {code}: ckptrun reserves 120-127 and codes above 128; using {}",
+                    self.ckpt_exit_code
+                ));
+            } else {
+                log.info(format_args!("job ad: checkpoint exit code {code}"));
+                self.ckpt_exit_code = code;
+            }
+        }
+        if let Some(sig) = ad.exit_signal
+            && !by_code
+            && !explicit("exit-by-signal")
+        {
+            log.info(format_args!(
+                "job ad: checkpoint exit by {}",
+                signals::Name(sig)
+            ));
+            self.exit_by_signal = Some(sig);
+        }
+        if let Some(sig) = ad.kill_sig.filter(|&s| s != libc::SIGTERM) {
+            log.info(format_args!(
+                "job ad: eviction signal {}",
+                signals::Name(sig)
+            ));
+            self.evict_signals.push(sig);
+        }
+        if let Some(sig) = ad.checkpoint_sig {
+            log.info(format_args!(
+                "job ad: checkpoint signal {}",
+                signals::Name(sig)
+            ));
+            self.periodic_signals.push(sig);
+        }
+        if let Some(t) = ad.max_vacate {
+            self.vacate_time = Some(t);
+        }
+    }
+}
+
 /// Exit codes ckptrun gives its own verdicts; a checkpoint code may not be
 /// one of them, nor 0, nor above 128.
-pub const RESERVED_CODES: [u8; 6] = [120, 121, 122, 125, 126, 127];
+pub const RESERVED_CODES: [u8; 8] = [120, 121, 122, 123, 124, 125, 126, 127];
 
-/// Every option: long name, short name, whether it takes a value, and
-/// whether it configures checkpointing (refused with --mode init). Each
-/// can also come from the environment as `CKPTRUN_` + the long name in
-/// capitals with `_` for `-` (see `env_name`).
-const OPTIONS: [(&str, Option<char>, bool, bool); 19] = [
-    ("mode", None, true, false),
-    ("ckpt", Some('c'), true, true),
-    ("ckpt-exit-code", None, true, true),
-    ("arch", None, true, true),
-    ("keep-aslr", None, false, true),
-    ("no-compat-layout", None, false, true),
-    ("no-limit-32bit", None, false, true),
-    ("personality-optional", None, false, true),
-    ("map", None, true, false),
-    ("interval", None, true, true),
-    ("interval-continue", None, false, true),
-    ("pgroup", None, false, false),
-    ("pdeathsig", None, true, false),
-    ("status-file", None, true, false),
-    ("kill-after", None, true, false),
-    ("verbose", Some('v'), false, false),
-    ("log", None, true, false),
-    ("help", Some('h'), false, false),
-    ("version", Some('V'), false, false),
+/// The modes an option is for.
+const C: u8 = 1;
+const S: u8 = 2;
+const I: u8 = 4;
+const ALL: u8 = C | S | I;
+
+/// Every option: long name, short name, whether it takes a value, and the
+/// modes it is for (the others refuse it on the command line and ignore
+/// it in the environment). Each can also come from the environment as
+/// `CKPTRUN_` + the long name in capitals with `_` for `-` (see
+/// `env_name`). Repeatable options collect every value; for the others
+/// the last wins.
+const OPTIONS: [(&str, Option<char>, bool, u8); 29] = [
+    ("mode", None, true, ALL),
+    ("ckpt", Some('c'), true, C | S),
+    ("ckpt-exit-code", None, true, C | S),
+    ("exit-by-signal", None, true, C | S),
+    ("arch", None, true, C),
+    ("keep-aslr", None, false, C),
+    ("no-compat-layout", None, false, C),
+    ("no-limit-32bit", None, false, C),
+    ("personality-optional", None, false, C),
+    ("map", None, true, ALL),
+    ("interval", None, true, C | S),
+    ("interval-continue", None, false, C),
+    ("store", None, true, S),
+    ("keep", None, true, S),
+    ("job-ckpt-exit", None, true, S),
+    ("job-ckpt-signal", None, true, S),
+    ("ckpt-signal", None, true, S),
+    ("ckpt-continue", None, false, S),
+    ("ckpt-timeout", None, true, S),
+    ("restart-arg", None, true, S),
+    ("restart-grace", None, true, S),
+    ("pgroup", None, false, ALL),
+    ("pdeathsig", None, true, ALL),
+    ("status-file", None, true, ALL),
+    ("kill-after", None, true, ALL),
+    ("verbose", Some('v'), false, ALL),
+    ("log", None, true, ALL),
+    ("help", Some('h'), false, ALL),
+    ("version", Some('V'), false, ALL),
 ];
 
 /// Where a setting came from, to name it in an error.
@@ -272,11 +452,11 @@ pub fn parse(
             }
         }
     }
-    for &(name, _, takes_value, checkpointing) in &OPTIONS {
+    for &(name, _, takes_value, modes) in &OPTIONS {
         let on_command_line = given.iter().any(|(n, _)| *n == name);
         let skip = matches!(name, "help" | "version" | "mode")
             || (on_command_line && name != "map")
-            || (checkpointing && config.mode == Mode::Init);
+            || modes & config.mode.bit() == 0;
         if skip {
             continue;
         }
@@ -298,12 +478,9 @@ pub fn parse(
         set(&mut config, name, value, &Source::Env(&var))?;
     }
     for (name, value) in given {
-        let checkpointing = OPTIONS.iter().any(|o| o.0 == name && o.3);
-        if checkpointing && config.mode == Mode::Init {
-            return Err(Error::usage(
-                format!("--{name}"),
-                "is for checkpointing; --mode init has none",
-            ));
+        let modes = OPTIONS.iter().find(|o| o.0 == name).map_or(ALL, |o| o.3);
+        if modes & config.mode.bit() == 0 {
+            return Err(not_for_mode(name, modes, config.mode));
         }
         if name != "mode" {
             set(&mut config, name, value, &Source::Arg(name))?;
@@ -318,7 +495,71 @@ pub fn parse(
     if config.interval_continue && config.interval.is_none() {
         return Err(Error::usage("--interval-continue", "needs --interval SECS"));
     }
+    match config.mode {
+        Mode::Condor if config.ckpt.len() > 1 => {
+            return Err(Error::usage(
+                "--ckpt",
+                "a condor_compile'd job has one checkpoint file (several are for --mode self)",
+            ));
+        }
+        Mode::SelfCkpt => check_self(&config)?,
+        _ => {}
+    }
     Ok(Request::Run(config))
+}
+
+/// What `--mode self` cannot do without.
+fn check_self(config: &Config) -> Result<(), Error> {
+    if config.ckpt.is_empty() {
+        return Err(Error::usage(
+            "--mode self",
+            "needs --ckpt PATH, where the job writes its checkpoint",
+        ));
+    }
+    if config.ckpt.len() > crate::store::MAX_CKPTS {
+        return Err(Error::usage(
+            "--ckpt",
+            format_args!("at most {} paths", crate::store::MAX_CKPTS),
+        ));
+    }
+    if config.job_ckpt_exit.is_none() && config.job_ckpt_signal.is_none() {
+        return Err(Error::usage(
+            "--mode self",
+            "needs --job-ckpt-exit N or --job-ckpt-signal SIG: how the job says it checkpointed",
+        ));
+    }
+    for (option, given) in [
+        ("--interval", config.interval.is_some()),
+        ("--ckpt-continue", config.ckpt_continue),
+    ] {
+        if given && config.ckpt_signal.is_none() {
+            return Err(Error::usage(
+                option,
+                "needs --ckpt-signal SIG, the signal that asks the job for a checkpoint",
+            ));
+        }
+    }
+    if config.store.is_empty() {
+        return Err(Error::usage("--store", "needs a non-empty path"));
+    }
+    Ok(())
+}
+
+/// `--keep-aslr: is for --mode condor`.
+fn not_for_mode(name: &str, modes: u8, mode: Mode) -> Error {
+    if mode == Mode::Init {
+        return Error::usage(
+            format!("--{name}"),
+            "is for checkpointing; --mode init has none",
+        );
+    }
+    let for_modes = [Mode::Condor, Mode::SelfCkpt]
+        .into_iter()
+        .filter(|m| modes & m.bit() != 0)
+        .map(Mode::name)
+        .collect::<Vec<_>>()
+        .join(" or ");
+    Error::usage(format!("--{name}"), format!("is for --mode {for_modes}"))
 }
 
 /// Applies one option, from the command line or the environment.
@@ -341,17 +582,66 @@ fn set(
         }
         Ok(value)
     };
+    let signal = |allowed: &dyn Fn(Sig) -> Result<(), &'static str>| -> Result<Sig, Error> {
+        let text = text()?;
+        let sig = signals::parse(&text).filter(|&s| s != 0);
+        let sig = sig.ok_or_else(|| Error::usage(from.with(&text), "unknown signal"))?;
+        allowed(sig).map_err(|why| Error::usage(from.with(&text), why))?;
+        Ok(sig)
+    };
+    config.explicit.push(name_of(name));
     match name {
         "mode" => {
             let text = text()?;
             config.mode = match text.as_str() {
                 "condor" => Mode::Condor,
+                "self" => Mode::SelfCkpt,
                 "init" => Mode::Init,
-                _ => return Err(Error::usage(from.with(&text), "expected condor or init")),
+                _ => {
+                    return Err(Error::usage(
+                        from.with(&text),
+                        "expected condor, self or init",
+                    ));
+                }
             };
         }
-        "ckpt" => config.ckpt = Some(path()?),
+        "ckpt" => config.ckpt.push(path()?),
         "ckpt-exit-code" => config.ckpt_exit_code = exit_code(&text()?, from)?,
+        "exit-by-signal" => config.exit_by_signal = Some(signal(&kills)?),
+        "store" => config.store = path()?,
+        "keep" => {
+            let text = text()?;
+            config.keep = text
+                .parse()
+                .ok()
+                .filter(|&n| n <= crate::store::MAX_KEEP)
+                .ok_or_else(|| {
+                    Error::usage(
+                        from.with(&text),
+                        format_args!("expected 0 to {}", crate::store::MAX_KEEP),
+                    )
+                })?;
+        }
+        "job-ckpt-exit" => {
+            let text = text()?;
+            let code = text.parse::<u8>().ok().filter(|&c| c != 0);
+            config.job_ckpt_exit = Some(code.ok_or_else(|| {
+                Error::usage(from.with(&text), "expected an exit code from 1 to 255")
+            })?);
+        }
+        "job-ckpt-signal" => {
+            config.job_ckpt_signal = Some(signal(&|sig| match sig {
+                libc::SIGKILL => Err(
+                    "SIGKILL is how killed jobs die (OOM, eviction); pick a signal only the job sends",
+                ),
+                _ => kills(sig),
+            })?);
+        }
+        "ckpt-signal" => config.ckpt_signal = Some(signal(&catchable)?),
+        "ckpt-continue" => config.ckpt_continue = true,
+        "ckpt-timeout" => config.ckpt_timeout = Some(duration(&text()?, from)?),
+        "restart-arg" => config.restart_args.push(value.clone().unwrap_or_default()),
+        "restart-grace" => config.restart_grace = Some(duration(&text()?, from)?),
         "arch" => {
             let text = text()?;
             config.arch = match text.as_str() {
@@ -386,17 +676,10 @@ fn set(
         "interval-continue" => config.interval_continue = true,
         "pgroup" => config.pgroup = true,
         "pdeathsig" => {
-            let text = text()?;
-            let sig = signals::parse(&text).filter(|&s| s != 0);
-            let sig = sig.ok_or_else(|| Error::usage(from.with(&text), "unknown signal"))?;
-            if [libc::SIGKILL, libc::SIGSTOP, libc::SIGCHLD].contains(&sig) {
-                let why = format!(
-                    "{} cannot be handled like other signals",
-                    signals::Name(sig)
-                );
-                return Err(Error::usage(from.with(&text), why));
-            }
-            config.pdeathsig = Some(sig);
+            config.pdeathsig = Some(signal(&|sig| match sig {
+                libc::SIGCHLD => Err("SIGCHLD cannot be handled like other signals"),
+                _ => catchable(sig),
+            })?);
         }
         "status-file" => config.status_file = Some(path()?),
         "kill-after" => config.kill_after = Some(duration(&text()?, from)?),
@@ -405,6 +688,33 @@ fn set(
         _ => unreachable!("option {name} is in OPTIONS but not handled"),
     }
     Ok(())
+}
+
+/// The `&'static` name from OPTIONS.
+fn name_of(name: &str) -> &'static str {
+    OPTIONS.iter().find(|o| o.0 == name).map_or("", |o| o.0)
+}
+
+/// A signal ckptrun can receive and pass on.
+fn catchable(sig: Sig) -> Result<(), &'static str> {
+    match sig {
+        libc::SIGKILL | libc::SIGSTOP => Err("cannot be caught"),
+        _ => Ok(()),
+    }
+}
+
+/// A signal whose default action ends a process, so a death by it can be
+/// seen.
+fn kills(sig: Sig) -> Result<(), &'static str> {
+    match sig {
+        libc::SIGCHLD | libc::SIGCONT | libc::SIGURG | libc::SIGWINCH => {
+            Err("is ignored by default: nothing dies by it")
+        }
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
+            Err("stops a process, it does not end it")
+        }
+        _ => Ok(()),
+    }
 }
 
 fn exit_code(text: &str, from: &Source) -> Result<u8, Error> {
@@ -427,7 +737,7 @@ fn exit_code(text: &str, from: &Source) -> Result<u8, Error> {
     if RESERVED_CODES.contains(&code) {
         return Err(Error::usage(
             what(),
-            "ckptrun reports its own verdicts with 120-122 and 125-127",
+            "ckptrun reports its own verdicts with 120-127",
         ));
     }
     Ok(code)
@@ -517,14 +827,14 @@ mod tests {
         assert!(c.verbose);
         assert_eq!(c.program, "./a.out");
         assert_eq!(c.args, ["-v", "--ckpt", "x", "--"]);
-        assert_eq!(c.ckpt, None);
+        assert!(c.ckpt.is_empty());
     }
 
     #[test]
     fn double_dash_ends_options() {
         let c = run(&["--ckpt=f", "--", "--help", "x"]).unwrap();
         assert_eq!(c.program, "--help");
-        assert_eq!(c.ckpt.as_deref(), Some("f".as_ref()));
+        assert_eq!(c.ckpt, ["f"]);
     }
 
     #[test]
@@ -575,7 +885,7 @@ mod tests {
         ];
         let c = with_env(&["--ckpt", "from-args", "--map", "TERM:USR1", "p"], &vars).unwrap();
         assert_eq!(c.ckpt_exit_code, 17);
-        assert_eq!(c.ckpt.as_deref(), Some("from-args".as_ref()));
+        assert_eq!(c.ckpt, ["from-args"]);
         assert!(c.verbose);
         assert!(!c.pgroup);
         assert_eq!(c.interval, None, "empty means unset");
@@ -624,7 +934,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (c.mode, c.ckpt.as_deref()),
+            (c.mode, c.ckpt.first().map(|f| f.as_os_str())),
             (Mode::Condor, Some("f".as_ref()))
         );
     }

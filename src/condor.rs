@@ -5,7 +5,6 @@
 //! exited dies by SIGUSR2, which becomes HTCondor's checkpoint exit code.
 
 use std::ffi::OsString;
-use std::time::Duration;
 
 use crate::ckptfile::{CkptFile, Found, Snapshot};
 use crate::cli::Config;
@@ -22,14 +21,6 @@ pub const NO_CHECKPOINT: u8 = 121;
 /// The job itself exited with the checkpoint code.
 pub const CODE_COLLISION: u8 = 122;
 
-/// How long after exec a job may take to install its checkpoint
-/// handlers. A checkpoint request (SIGTSTP, SIGUSR2) that arrives earlier
-/// is held until the job catches it: sent before, SIGTSTP would stop a
-/// condor_compile'd job and SIGUSR2 kill it. After this, a job that does
-/// not catch them is taken at its word (SIGTSTP stops it: not
-/// condor_compile'd).
-const READY_GRACE: Duration = Duration::from_secs(2);
-
 /// The old checkpoint-wrapper's signal table: eviction (SIGTERM) and
 /// SIGTSTP mean "checkpoint and exit", SIGUSR2 "checkpoint and continue".
 const WRAPPER_ROUTES: [(Sig, Sig); 3] = [
@@ -42,9 +33,20 @@ pub struct Condor {
     ckpt: CkptFile,
     before: Snapshot,
     ckpt_exit_code: u8,
+    exit_by_signal: Option<Sig>,
     routes: Routes,
     tick: Sig,
     ended_by_us: bool,
+}
+
+/// The wrapper's table, plus the job ad's eviction and checkpoint
+/// signals: both ask for "checkpoint and exit".
+fn wrapper_routes(config: &Config) -> Vec<(Sig, Sig)> {
+    let mut routes = WRAPPER_ROUTES.to_vec();
+    for &sig in config.evict_signals.iter().chain(&config.periodic_signals) {
+        routes.push((sig, libc::SIGTSTP));
+    }
+    routes
 }
 
 impl Condor {
@@ -53,7 +55,8 @@ impl Condor {
     pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
         let path = config
             .ckpt
-            .clone()
+            .last()
+            .cloned()
             .unwrap_or_else(|| CkptFile::default_for(&config.program));
         let ckpt = CkptFile::new(path)?;
         let found = ckpt.prepare(log)?;
@@ -85,7 +88,8 @@ impl Condor {
             before: ckpt.snapshot(),
             ckpt,
             ckpt_exit_code: config.ckpt_exit_code,
-            routes: Routes::new(&WRAPPER_ROUTES, &config.maps),
+            exit_by_signal: config.exit_by_signal,
+            routes: Routes::new(&wrapper_routes(config), &config.maps),
             tick: if config.interval_continue {
                 libc::SIGUSR2
             } else {
@@ -98,16 +102,11 @@ impl Condor {
 }
 
 /// Holds a checkpoint request while the job, just started, has no handler
-/// for it yet (see READY_GRACE).
+/// for it yet: sent before, SIGTSTP would stop a condor_compile'd job and
+/// SIGUSR2 kill it. After READY_GRACE, a job that does not catch them is
+/// taken at its word (SIGTSTP stops it: not condor_compile'd).
 fn when_ready(action: Action, job: &Job) -> Action {
-    match action {
-        Action::Forward(sig @ (libc::SIGTSTP | libc::SIGUSR2))
-            if job.started.elapsed() < READY_GRACE && !job.catches(sig) =>
-        {
-            Action::Hold
-        }
-        other => other,
-    }
+    protocol::when_ready(action, &[libc::SIGTSTP, libc::SIGUSR2], job)
 }
 
 impl Protocol for Condor {
@@ -131,18 +130,14 @@ impl Protocol for Condor {
         Action::End
     }
 
-    fn judge(&self, ended: Ended, log: &Log) -> Verdict {
+    fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
         let file = self.ckpt.path.display();
         if self.ended_by_us {
             return Verdict::Exit(NOT_CHECKPOINTABLE);
         }
         match (ended.exit_code(), ended.signal()) {
             (_, Some(libc::SIGUSR2)) if self.ckpt.written_since(self.before) => {
-                log.info(format_args!(
-                    "job checkpointed to {file}; exit {}",
-                    self.ckpt_exit_code
-                ));
-                Verdict::Exit(self.ckpt_exit_code)
+                protocol::checkpointed(self.ckpt_exit_code, self.exit_by_signal, file, log)
             }
             (_, Some(libc::SIGUSR2)) => {
                 log.warn(format_args!(

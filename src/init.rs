@@ -35,7 +35,7 @@ impl Protocol for Init {
         Action::Drop
     }
 
-    fn judge(&self, ended: Ended, _log: &Log) -> Verdict {
+    fn judge(&mut self, ended: Ended, _log: &Log) -> Verdict {
         protocol::pass_on(ended)
     }
 }

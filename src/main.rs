@@ -28,11 +28,14 @@ mod personality;
 mod procfs;
 mod program;
 mod protocol;
+mod selfckpt;
 mod signals;
 mod spawn;
 mod status_file;
+mod store;
 mod supervise;
 mod sys;
+mod tree;
 
 use std::ffi::{CStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
@@ -55,6 +58,12 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     };
     let log = Log::open(config.log.as_deref(), config.verbose)
         .unwrap_or_else(|e| fail(&Log::stderr_only(), e));
+    let mut config = config;
+    if config.mode != Mode::Init
+        && let Some(ad) = jobad::from_env(|name| std::env::var_os(name), &log)
+    {
+        config.apply_job_ad(&ad, &log);
+    }
     match run(&config, &inherited, &log) {
         Ok(verdict) => exit::finish(verdict, &log),
         Err(e) => fail(&log, e),
@@ -70,6 +79,10 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
             let (protocol, extra) = condor::Condor::plan(config, log)?;
             let persona = personality::persona(arch, config.personality_flags());
             personality::apply(persona, config.personality_optional, log)?;
+            start_and_supervise(config, inherited, log, &path, &extra, protocol)
+        }
+        Mode::SelfCkpt => {
+            let (protocol, extra) = selfckpt::SelfCkpt::plan(config, log)?;
             start_and_supervise(config, inherited, log, &path, &extra, protocol)
         }
         Mode::Init => {
@@ -104,24 +117,31 @@ fn start_and_supervise(
 
     // From here on nothing allocates (debug builds abort if anything does).
     alloc_guard::arm();
-    let job = match spawn::spawn(&command, inherited, foreground) {
-        Ok(pid) => pid,
-        Err(e) => {
-            log.warn(format_args!("{}: {e}", config.program.display()));
-            if let Some(file) = &status_file {
-                file.record_launch_failure(e.exit_code(), log);
+    let (job, ended) = loop {
+        let job = match spawn::spawn(&command, inherited, foreground) {
+            Ok(pid) => pid,
+            Err(e) => {
+                log.warn(format_args!("{}: {e}", config.program.display()));
+                if let Some(file) = &status_file {
+                    file.record_launch_failure(e.exit_code(), log);
+                }
+                return Ok(Verdict::Exit(e.exit_code()));
             }
-            return Ok(Verdict::Exit(e.exit_code()));
+        };
+        log.info(format_args!(
+            "started {} as pid {job}",
+            config.program.display()
+        ));
+        if allocate_for_test {
+            alloc_guard::allocate_for_test();
+        }
+        let started = std::time::Instant::now();
+        let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);
+        // Self mode may fall back to an older checkpoint once.
+        if !protocol.again(ended, started.elapsed(), log) {
+            break (job, ended);
         }
     };
-    log.info(format_args!(
-        "started {} as pid {job}",
-        config.program.display()
-    ));
-    if allocate_for_test {
-        alloc_guard::allocate_for_test();
-    }
-    let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);
     if let Some(file) = &status_file {
         file.record(ended, log);
     }

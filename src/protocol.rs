@@ -5,7 +5,7 @@
 //! of checkpoints.
 
 use core::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::log::Log;
 use crate::procfs;
@@ -21,6 +21,8 @@ pub enum Action {
     Drop,
     /// End the job: SIGTERM and SIGCONT now, SIGKILL if it lingers.
     End,
+    /// SIGKILL the job now.
+    Kill,
     /// Not yet: ask again shortly (the job is not ready for it).
     Hold,
 }
@@ -76,6 +78,29 @@ impl fmt::Display for Ended {
     }
 }
 
+/// The job checkpointed (to `what`): exit with HTCondor's checkpoint
+/// code, or die by the signal the job ad or --exit-by-signal names.
+pub fn checkpointed(
+    code: u8,
+    by_signal: Option<Sig>,
+    what: impl fmt::Display,
+    log: &Log,
+) -> Verdict {
+    match by_signal {
+        Some(sig) => {
+            log.info(format_args!(
+                "job checkpointed to {what}; dying by {}",
+                Name(sig)
+            ));
+            Verdict::Signal(sig)
+        }
+        None => {
+            log.info(format_args!("job checkpointed to {what}; exit {code}"));
+            Verdict::Exit(code)
+        }
+    }
+}
+
 /// The job's end as ckptrun's own: its exit code, or death by its signal.
 pub fn pass_on(ended: Ended) -> Verdict {
     match (ended.exit_code(), ended.signal()) {
@@ -92,8 +117,43 @@ pub trait Protocol {
     fn on_tick(&mut self, job: &Job) -> Action;
     /// The job stopped with `sig`.
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action;
+    /// When the protocol's own timer (if any) next wants `on_deadline`.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    /// The protocol's own timer is due.
+    fn on_deadline(&mut self, _job: &Job, _log: &Log) -> Action {
+        Action::Drop
+    }
     /// The job ended: how should ckptrun end?
-    fn judge(&self, ended: Ended, log: &Log) -> Verdict;
+    fn judge(&mut self, ended: Ended, log: &Log) -> Verdict;
+    /// The job ended `ran` after it started: should it be started again
+    /// (the protocol has prepared for it)? Asked before `judge`.
+    fn again(&mut self, _ended: Ended, _ran: Duration, _log: &Log) -> bool {
+        false
+    }
+}
+
+/// How long after exec a job may take to install its checkpoint
+/// handlers. A checkpoint request that arrives earlier is held until the
+/// job catches it: sent before, the signal's default action would stop
+/// or kill the job. After this, a job that does not catch it is taken at
+/// its word.
+pub const READY_GRACE: Duration = Duration::from_secs(2);
+
+/// Holds `action` if it sends one of `requests` that the job, just
+/// started, has no handler for yet (see READY_GRACE).
+pub fn when_ready(action: Action, requests: &[Sig], job: &Job) -> Action {
+    match action {
+        Action::Forward(sig)
+            if requests.contains(&sig)
+                && job.started.elapsed() < READY_GRACE
+                && !job.catches(sig) =>
+        {
+            Action::Hold
+        }
+        other => other,
+    }
 }
 
 /// Which signal the job gets for each signal ckptrun receives: itself,

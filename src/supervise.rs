@@ -260,15 +260,27 @@ impl<P: Protocol> Supervisor<'_, P> {
                 let _ = sys::kill(self.target, libc::SIGCONT);
                 self.kill_at = Some(Instant::now() + END_GRACE);
             }
+            Action::Kill => {
+                self.log.info(format_args!(
+                    "{why}: killing the job and its process group (SIGKILL)"
+                ));
+                let _ = sys::kill(-self.job.pid, libc::SIGKILL);
+                let _ = sys::kill(self.job.pid, libc::SIGKILL);
+            }
         }
     }
 
     /// Time until the nearest deadline, if any.
     fn time_left(&self) -> Option<Duration> {
-        let next = [self.tick_at, self.kill_at, self.held.retry_at]
-            .into_iter()
-            .flatten()
-            .min()?;
+        let next = [
+            self.tick_at,
+            self.kill_at,
+            self.held.retry_at,
+            self.protocol.deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()?;
         Some(next.saturating_duration_since(Instant::now()))
     }
 
@@ -296,6 +308,12 @@ impl<P: Protocol> Supervisor<'_, P> {
         {
             self.tick_at = p.repeat.then(|| now + p.every);
             self.tick(false);
+        }
+        if self.protocol.deadline().is_some_and(|t| t <= now) {
+            let action = self.protocol.on_deadline(&self.job, self.log);
+            if action != Action::Drop {
+                self.act(format_args!("checkpoint timer"), action);
+            }
         }
     }
 }

@@ -1,0 +1,427 @@
+//! `--mode self`: the job checkpoints itself, and ckptrun is the wrapper
+//! HTCondor's self-checkpointing contract asks for (PROTOCOLS.md §2): it
+//! gives the job a private working copy of its last committed checkpoint,
+//! asks it for checkpoints (on eviction and every `--interval`), checks
+//! what it reports, commits it atomically and durably (see `store`), and
+//! turns it into HTCondor's checkpoint exit code.
+//!
+//! A request is "checkpoint and exit" unless `--ckpt-continue`: then the
+//! job checkpoints and runs on, and ckptrun commits once every path has
+//! been replaced (renamed over) since the request, the only sign a running
+//! job can give that a write is complete. An eviction is always "and
+//! exit": with `--ckpt-continue` ckptrun kills the job once the checkpoint
+//! is committed.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::time::{Duration, Instant};
+
+use crate::cli::Config;
+use crate::error::Error;
+use crate::log::Log;
+use crate::protocol::{self, Action, Ended, Job, Protocol, READY_GRACE, Routes, Verdict};
+use crate::signals::Name;
+use crate::store::{Start, Store, Take};
+use crate::sys::Sig;
+use crate::tree::Fingerprint;
+
+/// The job reported a checkpoint that is missing, empty, or was not
+/// written since it was asked for (or since it started).
+pub const NO_CHECKPOINT: u8 = 121;
+/// The job itself exited with the checkpoint code.
+pub const CODE_COLLISION: u8 = 122;
+/// The checkpoint could not be committed (the previous one is kept).
+pub const COMMIT_FAILED: u8 = 123;
+/// The job did not answer a "checkpoint and exit" request in time.
+pub const NO_ANSWER: u8 = 124;
+
+/// How often a running job's checkpoint is looked at after a
+/// `--ckpt-continue` request, and a request retried while the job has no
+/// handler yet.
+const POLL: Duration = Duration::from_millis(100);
+
+pub struct SelfCkpt {
+    store: Store,
+    routes: Routes,
+    request: Option<Sig>,
+    /// Signals ckptrun receives that mean eviction (their requests get
+    /// the eviction's time budget).
+    evictions: Vec<Sig>,
+    keep_running: bool,
+    job_exit: Option<u8>,
+    job_signal: Option<Sig>,
+    code: u8,
+    by_signal: Option<Sig>,
+    interval: Option<Duration>,
+    timeout: Option<Duration>,
+    evict_timeout: Option<Duration>,
+    restart_grace: Option<Duration>,
+    /// The generation the working copy came from, if a checkpoint.
+    restored: Option<u64>,
+    /// The working paths when the job started or was last asked.
+    before: Vec<Option<Fingerprint>>,
+    /// Scratch for the paths now (allocated here, reused).
+    now: Vec<Option<Fingerprint>>,
+    pending: Option<Pending>,
+    next_tick: Option<Instant>,
+    asked: bool,
+    fell_back: bool,
+    timed_out: bool,
+    /// `--ckpt-continue` eviction: committed, then the job was killed.
+    committed_then_killed: Option<Result<u64, ()>>,
+}
+
+/// A request sent and not yet answered.
+#[derive(Clone, Copy)]
+struct Pending {
+    /// The job must exit (or, if it keeps running, be killed) after it.
+    exit: bool,
+    deadline: Option<Instant>,
+    next_poll: Option<Instant>,
+}
+
+impl SelfCkpt {
+    /// Opens the store and restores the working copy; returns the
+    /// protocol and the arguments to append to the job's own (the
+    /// `--restart-arg`s, when it restarts from a checkpoint).
+    pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
+        let (store, start) = Store::open(&config.store, &config.ckpt, config.keep, log)?;
+        let restored = match start {
+            Start::Restored(g) if g >= 1 => Some(g),
+            _ => None,
+        };
+        let extra = match restored {
+            Some(g) => {
+                log.info(format_args!(
+                    "restart from generation {g} of {}",
+                    config.store.display()
+                ));
+                expand(&config.restart_args, &config.ckpt[0])
+            }
+            None => {
+                log.info(format_args!("fresh start"));
+                Vec::new()
+            }
+        };
+        let mut evictions = vec![libc::SIGTERM];
+        evictions.extend(&config.evict_signals);
+        let mut defaults = Vec::new();
+        if let Some(request) = config.ckpt_signal {
+            for &sig in evictions.iter().chain(&config.periodic_signals) {
+                defaults.push((sig, request));
+            }
+        }
+        let evict_timeout = config
+            .ckpt_timeout
+            .filter(|_| config.explicit.contains(&"ckpt-timeout"))
+            .or(config.vacate_time.map(budget))
+            .or(config.ckpt_timeout);
+        let n = store.ckpts.len();
+        let mut protocol = Self {
+            routes: Routes::new(&defaults, &config.maps),
+            request: config.ckpt_signal,
+            evictions,
+            keep_running: config.ckpt_continue,
+            job_exit: config.job_ckpt_exit,
+            job_signal: config.job_ckpt_signal,
+            code: config.ckpt_exit_code,
+            by_signal: config.exit_by_signal,
+            interval: config.interval,
+            timeout: config.ckpt_timeout,
+            evict_timeout,
+            restart_grace: config.restart_grace,
+            restored,
+            before: vec![None; n],
+            now: vec![None; n],
+            pending: None,
+            next_tick: None,
+            asked: false,
+            fell_back: false,
+            timed_out: false,
+            committed_then_killed: None,
+            store,
+        };
+        protocol.started();
+        Ok((protocol, extra))
+    }
+
+    /// The job (re)starts now.
+    fn started(&mut self) {
+        self.store.fingerprints(&mut self.before);
+        self.next_tick = self.interval.map(|i| Instant::now() + i);
+    }
+
+    /// A request goes to the job now.
+    fn asked(&mut self, exit: bool, timeout: Option<Duration>) {
+        let now = Instant::now();
+        self.asked = true;
+        self.next_tick = None;
+        if self.pending.is_some_and(|p| p.exit) {
+            return; // already asked to exit; its deadline stands
+        }
+        self.store.fingerprints(&mut self.before);
+        self.pending = Some(Pending {
+            exit,
+            deadline: timeout.map(|t| now + t),
+            next_poll: self.keep_running.then(|| now + POLL),
+        });
+    }
+
+    /// With `--ckpt-continue`: has every path been replaced since the
+    /// request, and does it hold data?
+    fn answered(&mut self) -> bool {
+        self.store.fingerprints(&mut self.now);
+        self.now.iter().zip(&self.before).all(|(now, before)| {
+            now.is_some_and(|n| {
+                n.has_data() && before.is_none_or(|b| (b.dev, b.ino) != (n.dev, n.ino))
+            })
+        })
+    }
+
+    /// The job said it checkpointed: is it there, with data, and new?
+    fn check_report(&mut self, log: &Log) -> bool {
+        self.store.fingerprints(&mut self.now);
+        for (c, now) in self.store.ckpts.iter().zip(&self.now) {
+            let why = match now {
+                None => "is missing",
+                Some(n) if !n.has_data() => "is empty",
+                Some(_) => continue,
+            };
+            log.warn(format_args!(
+                "job reported a checkpoint but {} {why}; nothing committed (exit {NO_CHECKPOINT})",
+                c.path.display()
+            ));
+            return false;
+        }
+        if self.now == self.before {
+            let since = if self.asked {
+                "it was asked for"
+            } else {
+                "the job started"
+            };
+            log.warn(format_args!(
+                "job reported a checkpoint but nothing in --ckpt was written since {since}; nothing committed (exit {NO_CHECKPOINT})"
+            ));
+            return false;
+        }
+        true
+    }
+
+    fn commit(&self, take: Take, log: &Log) -> Result<u64, ()> {
+        self.store.commit(take, log).map_err(|f| {
+            log.warn(format_args!(
+                "cannot commit the checkpoint to {}: {f}; the last committed one is kept (exit {COMMIT_FAILED})",
+                self.store.shown.display()
+            ));
+        })
+    }
+
+    fn reported(&self, ended: Ended) -> bool {
+        (self.job_exit.is_some() && ended.exit_code() == self.job_exit)
+            || (self.job_signal.is_some() && ended.signal() == self.job_signal)
+    }
+
+    fn checkpointed(&self, log: &Log) -> Verdict {
+        protocol::checkpointed(self.code, self.by_signal, self.store.shown.display(), log)
+    }
+}
+
+/// The eviction budget HTCondor gives (JobMaxVacateTime), less a tenth
+/// (at most 30 s) so that ckptrun ends the job itself, and says why,
+/// before HTCondor's SIGKILL.
+fn budget(vacate: Duration) -> Duration {
+    vacate - (vacate / 10).min(Duration::from_secs(30))
+}
+
+/// The `--restart-arg`s with `{ckpt}` replaced by the first `--ckpt`.
+fn expand(args: &[OsString], ckpt: &OsString) -> Vec<OsString> {
+    args.iter()
+        .map(|arg| {
+            let mut out = Vec::new();
+            let mut rest = arg.as_bytes();
+            while let Some(at) = rest.windows(6).position(|w| w == b"{ckpt}") {
+                out.extend_from_slice(&rest[..at]);
+                out.extend_from_slice(ckpt.as_bytes());
+                rest = &rest[at + 6..];
+            }
+            out.extend_from_slice(rest);
+            OsString::from_vec(out)
+        })
+        .collect()
+}
+
+impl Protocol for SelfCkpt {
+    fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
+        let action = self.routes.route(sig);
+        let Some(request) = self.request else {
+            return action;
+        };
+        if action != Action::Forward(request) {
+            return action;
+        }
+        let action = protocol::when_ready(action, &[request], job);
+        if action == Action::Forward(request) {
+            let timeout = if self.evictions.contains(&sig) {
+                self.evict_timeout
+            } else {
+                self.timeout
+            };
+            self.asked(true, timeout);
+        }
+        action
+    }
+
+    /// Never called: the supervisor's timer is off in this mode; the
+    /// interval is `deadline`'s.
+    fn on_tick(&mut self, _job: &Job) -> Action {
+        Action::Drop
+    }
+
+    fn on_stop(&mut self, _sig: Sig, _log: &Log) -> Action {
+        Action::Drop
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        let pending = self
+            .pending
+            .map_or([None, None], |p| [p.deadline, p.next_poll]);
+        [self.next_tick].into_iter().chain(pending).flatten().min()
+    }
+
+    fn on_deadline(&mut self, job: &Job, log: &Log) -> Action {
+        let now = Instant::now();
+        if let Some(p) = self.pending {
+            if p.next_poll.is_some_and(|t| t <= now) {
+                if self.answered() {
+                    self.pending = None;
+                    let committed = self.commit(Take::Copy, log);
+                    if p.exit {
+                        self.committed_then_killed = Some(committed);
+                        return Action::Kill;
+                    }
+                    self.next_tick = self.interval.map(|i| Instant::now() + i);
+                    self.store.fingerprints(&mut self.before);
+                    return Action::Drop;
+                }
+                self.pending = Some(Pending {
+                    next_poll: Some(now + POLL),
+                    ..p
+                });
+            }
+            if p.deadline.is_some_and(|t| t <= now) {
+                self.pending = None;
+                if p.exit {
+                    log.warn(format_args!(
+                        "job did not checkpoint and exit in time; killing it (exit {NO_ANSWER}); the last committed checkpoint is kept"
+                    ));
+                    self.timed_out = true;
+                    return Action::Kill;
+                }
+                log.warn(format_args!(
+                    "job did not answer the checkpoint request in time; asking again in --interval"
+                ));
+                self.next_tick = self.interval.map(|i| now + i);
+            }
+            return Action::Drop;
+        }
+        if self.next_tick.is_some_and(|t| t <= now) {
+            let Some(request) = self.request else {
+                self.next_tick = None;
+                return Action::Drop;
+            };
+            if job.started.elapsed() < READY_GRACE && !job.catches(request) {
+                self.next_tick = Some(now + POLL);
+                return Action::Drop;
+            }
+            log.info(format_args!(
+                "--interval: asking the job for a checkpoint ({})",
+                Name(request)
+            ));
+            self.asked(!self.keep_running, self.timeout);
+            return Action::Forward(request);
+        }
+        Action::Drop
+    }
+
+    fn again(&mut self, ended: Ended, ran: Duration, log: &Log) -> bool {
+        let (Some(grace), Some(g)) = (self.restart_grace, self.restored) else {
+            return false;
+        };
+        let failed = ended.exit_code() != Some(0) && !self.reported(ended);
+        if self.fell_back || self.asked || !failed || ran >= grace {
+            return false;
+        }
+        self.fell_back = true;
+        log.warn(format_args!(
+            "restart from generation {g} failed within --restart-grace ({ended}); falling back once"
+        ));
+        match self.store.before(g) {
+            Ok(Some(previous)) if previous >= 1 => {}
+            _ => {
+                log.warn(format_args!("no older checkpoint to fall back to"));
+                return false;
+            }
+        }
+        match self.store.fall_back(g, log) {
+            Ok(Some(previous)) => {
+                self.restored = Some(previous);
+                self.started();
+                true
+            }
+            Ok(None) => false,
+            Err(f) => {
+                log.warn(format_args!("cannot fall back: {f}"));
+                false
+            }
+        }
+    }
+
+    fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
+        if let Some(committed) = self.committed_then_killed {
+            return match committed {
+                Ok(_) => self.checkpointed(log),
+                Err(()) => Verdict::Exit(COMMIT_FAILED),
+            };
+        }
+        if self.reported(ended) {
+            if !self.check_report(log) {
+                return Verdict::Exit(NO_CHECKPOINT);
+            }
+            return match self.commit(Take::Move, log) {
+                Ok(_) => self.checkpointed(log),
+                Err(()) => Verdict::Exit(COMMIT_FAILED),
+            };
+        }
+        if self.timed_out {
+            return Verdict::Exit(NO_ANSWER);
+        }
+        if ended.exit_code() == Some(self.code) {
+            log.warn(format_args!(
+                "job itself exited {}, the checkpoint code; reporting {CODE_COLLISION} so HTCondor does not restart it forever",
+                self.code
+            ));
+            return Verdict::Exit(CODE_COLLISION);
+        }
+        protocol::pass_on(ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_args_expand_ckpt() {
+        let args = ["--resume".into(), "{ckpt}".into(), "x={ckpt}.{ckpt}".into()];
+        assert_eq!(
+            expand(&args, &"st".into()),
+            ["--resume", "st", "x=st.st"].map(OsString::from)
+        );
+    }
+
+    #[test]
+    fn the_eviction_budget_leaves_a_margin() {
+        assert_eq!(budget(Duration::from_secs(10)), Duration::from_secs(9));
+        assert_eq!(budget(Duration::from_secs(600)), Duration::from_secs(570));
+    }
+}
