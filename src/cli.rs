@@ -131,7 +131,7 @@ Exit status:
 
 /// What the command line asks for.
 pub enum Request {
-    Run(Config),
+    Run(Box<Config>),
     Help,
     Version,
 }
@@ -505,7 +505,7 @@ pub fn parse(
         Mode::SelfCkpt => check_self(&config)?,
         _ => {}
     }
-    Ok(Request::Run(config))
+    Ok(Request::Run(Box::new(config)))
 }
 
 /// What `--mode self` cannot do without.
@@ -816,7 +816,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Result<Config, Error> {
         match parse(args.iter().map(OsString::from), |_| None)? {
-            Request::Run(c) => Ok(c),
+            Request::Run(c) => Ok(*c),
             _ => panic!("not a run"),
         }
     }
@@ -868,7 +868,7 @@ mod tests {
                 .map(|(_, v)| OsString::from(v))
         };
         match parse(args.iter().map(OsString::from), env)? {
-            Request::Run(c) => Ok(c),
+            Request::Run(c) => Ok(*c),
             _ => panic!("not a run"),
         }
     }

@@ -51,7 +51,7 @@ use crate::signals::Inherited;
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
     let config = match cli::parse(args(argc, argv), |name| std::env::var_os(name)) {
-        Ok(Request::Run(config)) => config,
+        Ok(Request::Run(config)) => *config,
         Ok(Request::Help) => return print(cli::HELP),
         Ok(Request::Version) => return print(&version()),
         Err(e) => fail(&Log::stderr_only(), e),

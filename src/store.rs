@@ -148,10 +148,7 @@ impl Store {
         log: &Log,
     ) -> Result<(Self, Start), Error> {
         let shown = dir.to_os_string();
-        let ckpts = paths
-            .iter()
-            .map(|p| Ckpt::new(p))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ckpts = paths.iter().map(Ckpt::new).collect::<Result<Vec<_>, _>>()?;
         for (i, c) in ckpts.iter().enumerate() {
             if ckpts[..i].iter().any(|o| o.name == c.name) {
                 return Err(Error::usage(

@@ -261,9 +261,9 @@ fn mix(st: &Stat) -> u64 {
         st.st_ino,
         st.st_size as u64,
         st.st_mtime as u64,
-        st.st_mtime_nsec as u64,
+        st.st_mtime_nsec,
         st.st_ctime as u64,
-        st.st_ctime_nsec as u64,
+        st.st_ctime_nsec,
     ];
     fields.iter().fold(0x9e37_79b9_7f4a_7c15u64, |h, &v| {
         let mut z = (h ^ v).wrapping_add(0x9e37_79b9_7f4a_7c15);

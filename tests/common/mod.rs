@@ -18,6 +18,11 @@ pub fn fixture() -> PathBuf {
     build_for("x86_64-unknown-linux-musl").join("examples/condor_job")
 }
 
+/// The self-checkpointing job (`examples/self_job.rs`), x86_64.
+pub fn self_fixture() -> PathBuf {
+    build_for("x86_64-unknown-linux-musl").join("examples/self_job")
+}
+
 /// The same fixture built for i686, a real ELF32 file.
 pub fn fixture_i686() -> PathBuf {
     build_for("i686-unknown-linux-musl").join("examples/condor_job")
@@ -51,6 +56,8 @@ fn build_for(target: &'static str) -> PathBuf {
             "ckptrun",
             "--example",
             "condor_job",
+            "--example",
+            "self_job",
             "--target",
             target,
         ])

@@ -1,0 +1,616 @@
+//! `--mode self`: the built ckptrun driving a self-checkpointing job
+//! (`examples/self_job.rs`, which rewrites its state in place) as HTCondor
+//! would: exit codes, the store's generations, restores, the job ad.
+//! The random-eviction run is in tests/harness.rs.
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+/// A sandbox holding the self-checkpointing fixture as `job`.
+fn sandbox(name: &str) -> Sandbox {
+    let sandbox = Sandbox::new(name);
+    std::fs::copy(self_fixture(), sandbox.path("job")).unwrap();
+    sandbox
+}
+
+/// `ckptrun --mode self --ckpt state --job-ckpt-exit 17 --ckpt-signal USR1
+/// -v EXTRA... -- ./job state STEPS result`, fast steps.
+fn self_mode(sandbox: &Sandbox, extra: &[&str], steps: u32) -> Command {
+    let mut args = vec![
+        "--mode",
+        "self",
+        "-v",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--ckpt-signal",
+        "USR1",
+    ];
+    args.extend_from_slice(extra);
+    let steps = steps.to_string();
+    args.extend_from_slice(&["--", "./job", "state", &steps, "result"]);
+    let mut cmd = sandbox.ckptrun(&args);
+    cmd.env("SELF_JOB_STEP_MS", "2")
+        .env("SELF_JOB_PAD", "65536")
+        .env("SELF_JOB_WRITE_US", "0")
+        .env_remove("_CONDOR_JOB_AD");
+    cmd
+}
+
+fn generations(store: &Path) -> Vec<String> {
+    let mut gens: Vec<String> = std::fs::read_dir(store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("gen."))
+        .collect();
+    gens.sort();
+    gens
+}
+
+/// What an uninterrupted run writes to RESULT.
+fn reference(steps: u32) -> String {
+    let sandbox = sandbox(&format!("reference-{steps}"));
+    let status = Command::new("./job")
+        .args(["state", &steps.to_string(), "result"])
+        .current_dir(&sandbox.dir)
+        .env("SELF_JOB_STEP_MS", "0")
+        .env("SELF_JOB_PAD", "65536")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read_to_string(sandbox.path("result")).unwrap()
+}
+
+#[test]
+fn checkpoints_commit_and_restarts_resume_to_the_uninterrupted_result() {
+    let sandbox = sandbox("self-cycle");
+    let mut exits = Vec::new();
+    for _ in 0..10 {
+        let mut cmd = self_mode(&sandbox, &[], 100);
+        cmd.env("SELF_JOB_CKPT_EVERY", "30");
+        let out = run(cmd);
+        exits.push(out.code());
+        if out.code() == Some(0) {
+            break;
+        }
+        assert_eq!(out.code(), Some(85), "{}", out.stderr);
+        assert!(out.stderr.contains("committed ckptrun.store/gen."));
+    }
+    assert_eq!(exits, [Some(85), Some(85), Some(85), Some(0)]);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("result")).unwrap(),
+        reference(100)
+    );
+    // The newest and one older generation (--keep 1).
+    assert_eq!(
+        generations(&sandbox.path("ckptrun.store")),
+        ["gen.0000000002", "gen.0000000003"]
+    );
+}
+
+#[test]
+fn sigterm_asks_for_a_checkpoint_and_a_torn_working_copy_is_never_used() {
+    let sandbox = sandbox("self-evict");
+    let running = start(self_mode(&sandbox, &[], 100_000));
+    // Early or not: ckptrun holds the request until the job handles it.
+    std::thread::sleep(Duration::from_millis(300));
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("received SIGTERM: sent SIGUSR1 to the job")
+    );
+    let committed = sandbox.path("ckptrun.store/gen.0000000001/state");
+    let good = std::fs::read(&committed).unwrap();
+
+    // A torn state in the sandbox (as an eviction transfer might bring
+    // back) must be replaced by the committed one before the job starts.
+    std::fs::write(sandbox.path("state"), b"SELFJOB1 torn").unwrap();
+    let mut cmd = self_mode(
+        &sandbox,
+        &["--restart-arg", "--resume", "--restart-arg", "{ckpt}"],
+        100_000,
+    );
+    cmd.env("SELF_JOB_EXIT", "9");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(9), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("resumed via --resume"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(std::fs::read(sandbox.path("state")).unwrap(), good);
+    assert_eq!(std::fs::read(&committed).unwrap(), good);
+}
+
+#[test]
+fn a_report_without_a_fresh_checkpoint_is_not_passed_on_as_one() {
+    // The job exits 17 without writing anything: `sh` stands in for it.
+    let sandbox = Sandbox::new("self-no-ckpt");
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--",
+        "sh",
+        "-c",
+        "exit 17",
+    ]));
+    assert_eq!(out.code(), Some(121), "{}", out.stderr);
+    assert!(out.stderr.contains("state is missing"), "{}", out.stderr);
+
+    std::fs::write(sandbox.path("state"), b"").unwrap();
+    let _ = std::fs::remove_dir_all(sandbox.path("ckptrun.store"));
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--",
+        "sh",
+        "-c",
+        "exit 17",
+    ]));
+    assert_eq!(out.code(), Some(121));
+    assert!(out.stderr.contains("state is empty"), "{}", out.stderr);
+
+    std::fs::write(sandbox.path("state"), b"old").unwrap();
+    let _ = std::fs::remove_dir_all(sandbox.path("ckptrun.store"));
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--",
+        "sh",
+        "-c",
+        "exit 17",
+    ]));
+    assert_eq!(out.code(), Some(121));
+    assert!(out.stderr.contains("not"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("written since the job started"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        generations(&sandbox.path("ckptrun.store")),
+        ["gen.0000000000"]
+    );
+
+    // Written: committed.
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--",
+        "sh",
+        "-c",
+        "echo new > state; exit 17",
+    ]));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap(),
+        b"new\n"
+    );
+}
+
+#[test]
+fn the_jobs_own_exits_pass_through_except_the_checkpoint_code() {
+    let sandbox = Sandbox::new("self-exits");
+    let job = |script: &str| {
+        run(sandbox.ckptrun([
+            "--mode",
+            "self",
+            "--ckpt",
+            "state",
+            "--job-ckpt-exit",
+            "17",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]))
+    };
+    assert_eq!(job("exit 0").code(), Some(0));
+    assert_eq!(job("exit 3").code(), Some(3));
+    let out = job("exit 85");
+    assert_eq!(out.code(), Some(122));
+    assert!(out.stderr.contains("the checkpoint code"), "{}", out.stderr);
+    let out = job("kill -SEGV $$");
+    assert_eq!(out.signal(), Some(libc::SIGSEGV));
+}
+
+#[test]
+fn a_checkpoint_signal_death_and_exit_by_signal() {
+    let sandbox = Sandbox::new("self-signals");
+    // The job says "checkpointed" by dying by SIGUSR2; ckptrun says it to
+    // HTCondor by dying by SIGTERM, without a core dump.
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-signal",
+        "USR2",
+        "--exit-by-signal",
+        "TERM",
+        "--",
+        "sh",
+        "-c",
+        "echo x > state; kill -USR2 $$",
+    ]));
+    assert_eq!(out.signal(), Some(libc::SIGTERM), "{}", out.stderr);
+    assert!(!out.status.core_dumped());
+    assert!(sandbox.path("ckptrun.store/gen.0000000001/state").exists());
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-signal",
+        "KILL",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(
+        &out,
+        "--job-ckpt-signal KILL: SIGKILL is how killed jobs die",
+    );
+}
+
+#[test]
+fn the_job_ad_sets_the_code_the_signal_and_options_win() {
+    let sandbox = Sandbox::new("self-jobad");
+    let ad = sandbox.path(".job.ad");
+    std::fs::write(
+        &ad,
+        "MyType = \"Job\"\nSuccessCheckpointExitCode = 77\nKillSig = \"SIGINT\"\nJobMaxVacateTime = 600\n",
+    )
+    .unwrap();
+    let script = "trap 'echo x > state; exit 17' USR1; while :; do sleep 0.05; done";
+    let mut args = vec![
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--ckpt-signal",
+        "USR1",
+        "-v",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    // KillSig = SIGINT is an eviction: it asks for a checkpoint.
+    let mut cmd = sandbox.ckptrun(&args);
+    cmd.env("_CONDOR_JOB_AD", &ad);
+    let running = start(cmd);
+    std::thread::sleep(Duration::from_millis(2500));
+    running.signal(libc::SIGINT);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(77), "{}", out.stderr);
+    assert!(out.stderr.contains("job ad: checkpoint exit code 77"));
+    assert!(
+        out.stderr.contains("received SIGINT: sent SIGUSR1"),
+        "{}",
+        out.stderr
+    );
+
+    // --ckpt-exit-code beats the ad.
+    args.splice(0..0, ["--ckpt-exit-code", "86"]);
+    let mut cmd = sandbox.ckptrun(&args);
+    cmd.env("_CONDOR_JOB_AD", &ad);
+    let running = start(cmd);
+    std::thread::sleep(Duration::from_millis(2500));
+    running.signal(libc::SIGTERM);
+    assert_eq!(running.finish().code(), Some(86));
+
+    // By signal, from the ad.
+    std::fs::write(
+        &ad,
+        "SuccessCheckpointExitBySignal = true\nSuccessCheckpointExitSignal = 10\n",
+    )
+    .unwrap();
+    let mut cmd = sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--",
+        "sh",
+        "-c",
+        "echo y > state; exit 17",
+    ]);
+    cmd.env("_CONDOR_JOB_AD", &ad);
+    let out = run(cmd);
+    assert_eq!(out.signal(), Some(libc::SIGUSR1), "{}", out.stderr);
+
+    // A malformed ad is one warning, and the job runs as if there were none.
+    std::fs::write(&ad, "this is not a job ad\n").unwrap();
+    let mut cmd = sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--",
+        "sh",
+        "-c",
+        "echo z > state; exit 17",
+    ]);
+    cmd.env("_CONDOR_JOB_AD", &ad);
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_one_error_line(&out, "is not `Name = value`; ignored");
+}
+
+#[test]
+fn a_directory_checkpoint_is_committed_and_swapped_back_whole() {
+    let sandbox = sandbox("self-dir");
+    let run_once = |every: &str| {
+        let mut cmd = self_mode(&sandbox, &[], 90);
+        cmd.env("SELF_JOB_DIR", "1")
+            .env("SELF_JOB_CKPT_EVERY", every);
+        run(cmd)
+    };
+    let out = run_once("40");
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let committed = sandbox.path("ckptrun.store/gen.0000000001/state");
+    assert!(committed.join("a").is_file() && committed.join("b").is_file());
+    // Tear the working directory: one half replaced, a stray file added.
+    std::fs::create_dir_all(sandbox.path("state")).unwrap();
+    std::fs::write(sandbox.path("state/a"), b"torn").unwrap();
+    std::fs::write(sandbox.path("state/stray"), b"x").unwrap();
+    let out = run_once("0");
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("start step=40"), "{}", out.stdout);
+    assert!(
+        !sandbox.path("state/stray").exists(),
+        "the whole directory was swapped"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("result")).unwrap(),
+        reference_dir(90)
+    );
+}
+
+fn reference_dir(steps: u32) -> String {
+    let sandbox = sandbox(&format!("reference-dir-{steps}"));
+    let status = Command::new("./job")
+        .args(["state", &steps.to_string(), "result"])
+        .current_dir(&sandbox.dir)
+        .env("SELF_JOB_STEP_MS", "0")
+        .env("SELF_JOB_PAD", "65536")
+        .env("SELF_JOB_DIR", "1")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read_to_string(sandbox.path("result")).unwrap()
+}
+
+#[test]
+fn a_restart_that_fails_fast_falls_back_once_to_the_generation_before() {
+    let sandbox = sandbox("self-fallback");
+    for _ in 0..2 {
+        let mut cmd = self_mode(&sandbox, &["--keep", "2"], 200);
+        cmd.env("SELF_JOB_CKPT_EVERY", "50");
+        assert_eq!(run(cmd).code(), Some(85));
+    }
+    // Corrupt the newest generation (gen 2, step 100): the job will find
+    // it torn and exit 3 at once.
+    let newest = sandbox.path("ckptrun.store/gen.0000000002/state");
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&newest, bytes).unwrap();
+    let mut cmd = self_mode(&sandbox, &["--keep", "2", "--restart-grace", "5"], 200);
+    cmd.env("SELF_JOB_CKPT_EVERY", "50");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(85), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("failed within --restart-grace (exited 3); falling back once"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("start step=50"), "{}", out.stdout);
+    assert!(sandbox.path("ckptrun.store/failed.gen.0000000002").is_dir());
+    // The checkpoint taken after the fallback is the newest.
+    assert_eq!(
+        generations(&sandbox.path("ckptrun.store")).last().unwrap(),
+        "gen.0000000002"
+    );
+
+    // Without --restart-grace, no second start.
+    let newest = sandbox.path("ckptrun.store/gen.0000000002/state");
+    std::fs::write(&newest, b"SELFJOB1 torn").unwrap();
+    let out = run(self_mode(&sandbox, &["--keep", "2"], 200));
+    assert_eq!(out.code(), Some(3), "{}", out.stderr);
+}
+
+#[test]
+fn a_job_that_does_not_answer_is_killed_after_ckpt_timeout() {
+    let sandbox = Sandbox::new("self-timeout");
+    let running = start(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--ckpt-signal",
+        "USR1",
+        "--ckpt-timeout",
+        "0.5",
+        "--",
+        "sh",
+        "-c",
+        "trap '' USR1; sleep 30",
+    ]));
+    std::thread::sleep(Duration::from_millis(200));
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(124), "{}", out.stderr);
+    assert!(out.stderr.contains("did not checkpoint and exit in time"));
+}
+
+#[test]
+fn interval_requests_a_checkpoint_and_continue_mode_commits_while_it_runs() {
+    let sandbox = sandbox("self-interval");
+    let mut cmd = self_mode(&sandbox, &["--interval", "0.3"], 100_000);
+    cmd.env("SELF_JOB_CKPT_EVERY", "0");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--interval: asking the job for a checkpoint")
+    );
+
+    // A job that replaces its checkpoint by rename and keeps running.
+    let sandbox = Sandbox::new("self-continue");
+    let script = "n=0; trap 'n=$((n+1)); echo $n > s.tmp; mv s.tmp state' USR1; while :; do sleep 0.05; done";
+    let running = start(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "-v",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--ckpt-signal",
+        "USR1",
+        "--interval",
+        "0.2",
+        "--ckpt-continue",
+        "--keep",
+        "5",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]));
+    let store = sandbox.path("ckptrun.store");
+    wait_until("two commits while the job runs", || {
+        store.exists() && generations(&store).len() >= 3
+    });
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let gens = generations(&store);
+    let newest = std::fs::read_to_string(store.join(gens.last().unwrap()).join("state")).unwrap();
+    assert!(newest.trim().parse::<u32>().unwrap() >= 3, "{newest}");
+}
+
+#[test]
+fn usage_errors_are_one_line_and_125() {
+    let sandbox = Sandbox::new("self-usage");
+    for (args, says) in [
+        (
+            &["--mode", "self", "--job-ckpt-exit", "17", "true"][..],
+            "--mode self: needs --ckpt PATH",
+        ),
+        (
+            &["--mode", "self", "--ckpt", "s", "true"],
+            "needs --job-ckpt-exit N or --job-ckpt-signal SIG",
+        ),
+        (
+            &[
+                "--mode",
+                "self",
+                "--ckpt",
+                "s",
+                "--job-ckpt-exit",
+                "17",
+                "--interval",
+                "5",
+                "true",
+            ],
+            "--interval: needs --ckpt-signal SIG",
+        ),
+        (
+            &[
+                "--mode",
+                "self",
+                "--ckpt",
+                "s",
+                "--job-ckpt-exit",
+                "0",
+                "true",
+            ],
+            "--job-ckpt-exit 0: expected",
+        ),
+        (
+            &[
+                "--mode",
+                "self",
+                "--ckpt",
+                "s",
+                "--job-ckpt-exit",
+                "17",
+                "--keep-aslr",
+                "true",
+            ],
+            "--keep-aslr: is for --mode condor",
+        ),
+        (&["--store", "x", "true"], "--store: is for --mode self"),
+        (
+            &[
+                "--mode",
+                "self",
+                "--ckpt",
+                "a/s",
+                "--ckpt",
+                "s",
+                "--job-ckpt-exit",
+                "17",
+                "true",
+            ],
+            "a/s: cannot use its directory a",
+        ),
+    ] {
+        let out = run(sandbox.ckptrun(args));
+        assert_eq!(out.code(), Some(125), "{args:?}: {}", out.stderr);
+        assert_one_error_line(&out, says);
+    }
+    std::fs::create_dir(sandbox.path("a")).unwrap();
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "a/s",
+        "--ckpt",
+        "s",
+        "--job-ckpt-exit",
+        "17",
+        "true",
+    ]));
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(&out, "has the same name as another --ckpt");
+}
