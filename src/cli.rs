@@ -55,6 +55,10 @@ Options for every checkpointing mode:
                           instead of exiting with the code
       --interval SECS     ask for a checkpoint SECS after the job started
                           (self: after the last checkpoint completed)
+      --ckpt-timeout SECS a job that does not answer a request within SECS
+                          is logged, and killed if it was to exit (exit 124)
+                          [default: the job ad's JobMaxVacateTime less 10%
+                          for evictions, else none]
 
 Options for --mode condor:
       --arch auto|x86_64|i386
@@ -81,10 +85,6 @@ Options for --mode self:
                           --interval [default: SIGTERM is passed on as is]
       --ckpt-continue     a --interval request means \"checkpoint and keep
                           running\"; the job must replace each PATH by rename
-      --ckpt-timeout SECS a job that does not answer a request within SECS
-                          is logged, and killed if it was to exit (exit 124)
-                          [default: the job ad's JobMaxVacateTime less 10%
-                          for evictions, else none]
       --restart-arg ARG   appended after ARG... when restarting from a
                           committed checkpoint; {ckpt} becomes the first
                           --ckpt PATH (repeatable)
@@ -123,7 +123,7 @@ Exit status:
   122  the job itself exited with the checkpoint code (never passed on:
        HTCondor would restart it forever)
   123  self: the checkpoint could not be committed (the last one is kept)
-  124  self: the job did not checkpoint and exit within --ckpt-timeout
+  124  the job did not checkpoint and exit within --ckpt-timeout
   (the checkpoint code must be 1-128 and not one of 120-127)
   125  ckptrun failed; 126 PROGRAM cannot run; 127 PROGRAM not found
   a job killed by signal N: ckptrun dies by N (exits 128+N as PID 1)
@@ -363,7 +363,7 @@ const OPTIONS: [(&str, Option<char>, bool, u8); 29] = [
     ("job-ckpt-signal", None, true, S),
     ("ckpt-signal", None, true, S),
     ("ckpt-continue", None, false, S),
-    ("ckpt-timeout", None, true, S),
+    ("ckpt-timeout", None, true, C | S),
     ("restart-arg", None, true, S),
     ("restart-grace", None, true, S),
     ("pgroup", None, false, ALL),

@@ -6,6 +6,8 @@
 
 use std::ffi::OsString;
 
+use std::time::{Duration, Instant};
+
 use crate::ckptfile::{CkptFile, Found, Snapshot};
 use crate::cli::Config;
 use crate::error::Error;
@@ -20,6 +22,8 @@ pub const NOT_CHECKPOINTABLE: u8 = 120;
 pub const NO_CHECKPOINT: u8 = 121;
 /// The job itself exited with the checkpoint code.
 pub const CODE_COLLISION: u8 = 122;
+/// The job did not checkpoint and exit within the time it had.
+pub const NO_ANSWER: u8 = 124;
 
 /// The old checkpoint-wrapper's signal table: eviction (SIGTERM) and
 /// SIGTSTP mean "checkpoint and exit", SIGUSR2 "checkpoint and continue".
@@ -37,6 +41,13 @@ pub struct Condor {
     routes: Routes,
     tick: Sig,
     ended_by_us: bool,
+    /// How long a "checkpoint and exit" request may take: --ckpt-timeout,
+    /// or for an eviction the job ad's JobMaxVacateTime (less 10%).
+    timeout: Option<Duration>,
+    evict_timeout: Option<Duration>,
+    evictions: Vec<Sig>,
+    answer_by: Option<Instant>,
+    timed_out: bool,
 }
 
 /// The wrapper's table, plus the job ad's eviction and checkpoint
@@ -96,6 +107,16 @@ impl Condor {
                 libc::SIGTSTP
             },
             ended_by_us: false,
+            timeout: config.ckpt_timeout,
+            evict_timeout: config
+                .ckpt_timeout
+                .or(config.vacate_time.map(protocol::budget)),
+            evictions: [libc::SIGTERM]
+                .into_iter()
+                .chain(config.evict_signals.iter().copied())
+                .collect(),
+            answer_by: None,
+            timed_out: false,
         };
         Ok((protocol, extra))
     }
@@ -109,13 +130,48 @@ fn when_ready(action: Action, job: &Job) -> Action {
     protocol::when_ready(action, &[libc::SIGTSTP, libc::SIGUSR2], job)
 }
 
+impl Condor {
+    /// "Checkpoint and exit" went to the job: it has `timeout` to do so.
+    fn asked(&mut self, timeout: Option<Duration>) {
+        if self.answer_by.is_none() {
+            self.answer_by = timeout.map(|t| Instant::now() + t);
+        }
+    }
+}
+
 impl Protocol for Condor {
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
-        when_ready(self.routes.route(sig), job)
+        let action = when_ready(self.routes.route(sig), job);
+        if action == Action::Forward(libc::SIGTSTP) {
+            let timeout = if self.evictions.contains(&sig) {
+                self.evict_timeout
+            } else {
+                self.timeout
+            };
+            self.asked(timeout);
+        }
+        action
     }
 
     fn on_tick(&mut self, job: &Job) -> Action {
-        when_ready(Action::Forward(self.tick), job)
+        let action = when_ready(Action::Forward(self.tick), job);
+        if action == Action::Forward(libc::SIGTSTP) {
+            self.asked(self.timeout);
+        }
+        action
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.answer_by
+    }
+
+    fn on_deadline(&mut self, _job: &Job, log: &Log) -> Action {
+        self.answer_by = None;
+        self.timed_out = true;
+        log.warn(format_args!(
+            "job did not checkpoint and exit in time; killing it (exit {NO_ANSWER})"
+        ));
+        Action::Kill
     }
 
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action {
@@ -134,6 +190,9 @@ impl Protocol for Condor {
         let file = self.ckpt.path.display();
         if self.ended_by_us {
             return Verdict::Exit(NOT_CHECKPOINTABLE);
+        }
+        if self.timed_out && ended.signal() == Some(libc::SIGKILL) {
+            return Verdict::Exit(NO_ANSWER);
         }
         match (ended.exit_code(), ended.signal()) {
             (_, Some(libc::SIGUSR2)) if self.ckpt.written_since(self.before) => {

@@ -78,6 +78,13 @@ impl fmt::Display for Ended {
     }
 }
 
+/// The eviction budget HTCondor gives (JobMaxVacateTime), less a tenth
+/// (at most 30 s) so that ckptrun ends the job itself, and says why,
+/// before HTCondor's SIGKILL.
+pub fn budget(vacate: Duration) -> Duration {
+    vacate - (vacate / 10).min(Duration::from_secs(30))
+}
+
 /// The job checkpointed (to `what`): exit with HTCondor's checkpoint
 /// code, or die by the signal the job ad or --exit-by-signal names.
 pub fn checkpointed(
@@ -193,6 +200,12 @@ mod tests {
         assert_eq!(r.route(libc::SIGTERM), Action::Forward(libc::SIGTERM));
         assert_eq!(r.route(libc::SIGINT), Action::Drop);
         assert_eq!(r.route(libc::SIGHUP), Action::Forward(libc::SIGHUP));
+    }
+
+    #[test]
+    fn the_eviction_budget_leaves_a_margin() {
+        assert_eq!(budget(Duration::from_secs(10)), Duration::from_secs(9));
+        assert_eq!(budget(Duration::from_secs(600)), Duration::from_secs(570));
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub const CODE_COLLISION: u8 = 122;
 /// The checkpoint could not be committed (the previous one is kept).
 pub const COMMIT_FAILED: u8 = 123;
 /// The job did not answer a "checkpoint and exit" request in time.
-pub const NO_ANSWER: u8 = 124;
+pub const NO_ANSWER: u8 = crate::condor::NO_ANSWER;
 
 /// How often a running job's checkpoint is looked at after a
 /// `--ckpt-continue` request, and a request retried while the job has no
@@ -111,11 +111,10 @@ impl SelfCkpt {
                 defaults.push((sig, request));
             }
         }
+        // --ckpt-timeout (only ever explicit) wins over the job ad.
         let evict_timeout = config
             .ckpt_timeout
-            .filter(|_| config.explicit.contains(&"ckpt-timeout"))
-            .or(config.vacate_time.map(budget))
-            .or(config.ckpt_timeout);
+            .or(config.vacate_time.map(protocol::budget));
         let n = store.ckpts.len();
         let mut protocol = Self {
             routes: Routes::new(&defaults, &config.maps),
@@ -224,13 +223,6 @@ impl SelfCkpt {
     fn checkpointed(&self, log: &Log) -> Verdict {
         protocol::checkpointed(self.code, self.by_signal, self.store.shown.display(), log)
     }
-}
-
-/// The eviction budget HTCondor gives (JobMaxVacateTime), less a tenth
-/// (at most 30 s) so that ckptrun ends the job itself, and says why,
-/// before HTCondor's SIGKILL.
-fn budget(vacate: Duration) -> Duration {
-    vacate - (vacate / 10).min(Duration::from_secs(30))
 }
 
 /// The `--restart-arg`s with `{ckpt}` replaced by the first `--ckpt`.
@@ -417,11 +409,5 @@ mod tests {
             expand(&args, &"st".into()),
             ["--resume", "st", "x=st.st"].map(OsString::from)
         );
-    }
-
-    #[test]
-    fn the_eviction_budget_leaves_a_margin() {
-        assert_eq!(budget(Duration::from_secs(10)), Duration::from_secs(9));
-        assert_eq!(budget(Duration::from_secs(600)), Duration::from_secs(570));
     }
 }

@@ -320,3 +320,49 @@ fn sigusr2_sent_to_ckptrun_checkpoints_and_the_job_continues() {
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("40 steps"));
 }
+
+#[test]
+fn the_job_ad_sets_the_code_and_the_eviction_signal() {
+    let sandbox = Sandbox::with_job("jobad");
+    let ad = sandbox.path(".job.ad");
+    std::fs::write(
+        &ad,
+        "SuccessCheckpointExitCode = 77\nKillSig = \"SIGINT\"\nCmd = \"ckptrun\"\n",
+    )
+    .unwrap();
+    let report = sandbox.path("report");
+    let mut job = start(
+        sandbox
+            .ckptrun(["-v", "./job", "60", "20"])
+            .env("CONDOR_JOB_REPORT", &report)
+            .env("_CONDOR_JOB_AD", &ad),
+    );
+    job.wait_for(&report);
+    job.signal(libc::SIGINT); // the submit file's kill_sig
+    let out = job.finish();
+    assert_eq!(out.code(), Some(77), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("received SIGINT: sent SIGTSTP"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_job_that_does_not_checkpoint_in_time_is_killed() {
+    // It ignores SIGTSTP: neither checkpoints nor stops.
+    let sandbox = Sandbox::new("ckpt-timeout");
+    let job = start(sandbox.ckptrun([
+        "--ckpt-timeout",
+        "0.3",
+        "--",
+        "sh",
+        "-c",
+        "trap '' TSTP; sleep 30",
+    ]));
+    std::thread::sleep(Duration::from_millis(200));
+    job.signal(libc::SIGTERM);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(124), "{}", out.stderr);
+    assert!(out.stderr.contains("did not checkpoint and exit in time"));
+}
