@@ -3,11 +3,14 @@
 # is started under ckptrun, evicted the way HTCondor evicts (SIGTERM),
 # "transferred" to a fresh sandbox with only its checkpoint, restarted,
 # and finishes with the same result as a run that was never interrupted.
+# Then the same for a self-checkpointing job (examples/self_job.rs, which
+# rewrites its state in place) under --mode self, with a torn working copy
+# brought back by the transfer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release --locked --quiet
-cargo build --release --locked --quiet --example condor_job
+cargo build --release --locked --quiet --example condor_job --example self_job
 bin="$PWD/target/x86_64-unknown-linux-musl/release"
 work=$(mktemp -d /tmp/ckptrun-demo.XXXXXX)
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -38,4 +41,31 @@ diff "$work/reference.out" "$work/resumed.out" && echo "identical: $(cat "$work/
 
 step "ckptrun.log (appended by both runs)"
 cat ckptrun.log
+
+export SELF_JOB_STEP_MS=20
+self_args=(--mode self --ckpt state --job-ckpt-exit 17 --ckpt-signal USR1)
+step "6. --mode self, reference: the self-checkpointing job run to its end (150 steps)"
+mkdir "$work/self-ref"; cp "$bin/examples/self_job" "$work/self-ref/"
+(cd "$work/self-ref" && ./self_job state 150 result && cat result)
+
+step "7. Node C: ckptrun --mode self starts it; HTCondor vacates it after 1 s"
+mkdir "$work/node-c"; cp "$bin/ckptrun" "$bin/examples/self_job" "$work/node-c/"
+cd "$work/node-c"
+./ckptrun --verbose "${self_args[@]}" -- ./self_job state 150 result &
+pid=$!
+sleep 1
+kill -TERM "$pid"
+set +e; wait "$pid"; code=$?; set -e
+echo "ckptrun exited $code (85: the job checkpointed, ckptrun committed it)"
+ls -l ckptrun.store
+
+step "8. The transfer brings the store back, and a torn working copy with it"
+mkdir "$work/node-d"; cp -r "$bin/ckptrun" "$bin/examples/self_job" ckptrun.store "$work/node-d/"
+cd "$work/node-d"
+head -c 1000 /dev/urandom > state
+./ckptrun --verbose "${self_args[@]}" -- ./self_job state 150 result
+cat result
+
+step "9. The resumed run's result equals the uninterrupted one"
+diff "$work/self-ref/result" result && echo "identical: $(cat result)"
 rm -rf "$work"
