@@ -302,11 +302,19 @@ impl Config {
             && !by_code
             && !explicit("exit-by-signal")
         {
-            log.info(format_args!(
-                "job ad: checkpoint exit by {}",
-                signals::Name(sig)
-            ));
-            self.exit_by_signal = Some(sig);
+            match not_kill(sig) {
+                Ok(()) => {
+                    log.info(format_args!(
+                        "job ad: checkpoint exit by {}",
+                        signals::Name(sig)
+                    ));
+                    self.exit_by_signal = Some(sig);
+                }
+                Err(why) => log.warn(format_args!(
+                    "job ad: SuccessCheckpointExitSignal = {}: {why}; ignored",
+                    signals::Name(sig)
+                )),
+            }
         }
         if let Some(sig) = ad.kill_sig.filter(|&s| s != libc::SIGTERM) {
             log.info(format_args!(
@@ -607,7 +615,7 @@ fn set(
         }
         "ckpt" => config.ckpt.push(path()?),
         "ckpt-exit-code" => config.ckpt_exit_code = exit_code(&text()?, from)?,
-        "exit-by-signal" => config.exit_by_signal = Some(signal(&kills)?),
+        "exit-by-signal" => config.exit_by_signal = Some(signal(&not_kill)?),
         "store" => config.store = path()?,
         "keep" => {
             let text = text()?;
@@ -700,6 +708,15 @@ fn catchable(sig: Sig) -> Result<(), &'static str> {
     match sig {
         libc::SIGKILL | libc::SIGSTOP => Err("cannot be caught"),
         _ => Ok(()),
+    }
+}
+
+/// A signal ckptrun may die by to say "checkpointed": not SIGKILL, which
+/// every hard kill (OOM, HTCondor's own) would then look like.
+fn not_kill(sig: Sig) -> Result<(), &'static str> {
+    match sig {
+        libc::SIGKILL => Err("every hard kill would look like a checkpoint; pick another"),
+        _ => kills(sig),
     }
 }
 

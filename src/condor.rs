@@ -20,8 +20,6 @@ use crate::sys::Sig;
 pub const NOT_CHECKPOINTABLE: u8 = 120;
 /// The job died by SIGUSR2 but wrote no checkpoint during this run.
 pub const NO_CHECKPOINT: u8 = 121;
-/// The job itself exited with the checkpoint code.
-pub const CODE_COLLISION: u8 = 122;
 /// The job did not checkpoint and exit within the time it had.
 pub const NO_ANSWER: u8 = 124;
 
@@ -204,13 +202,7 @@ impl Protocol for Condor {
                 ));
                 Verdict::Exit(NO_CHECKPOINT)
             }
-            (Some(code), _) if code == self.ckpt_exit_code => {
-                log.warn(format_args!(
-                    "job itself exited {code}, the checkpoint code; reporting {CODE_COLLISION} so HTCondor does not restart it forever"
-                ));
-                Verdict::Exit(CODE_COLLISION)
-            }
-            _ => protocol::pass_on(ended),
+            _ => protocol::guard_collision(ended, self.ckpt_exit_code, self.exit_by_signal, log),
         }
     }
 }

@@ -32,7 +32,7 @@ pub fn finish(verdict: Verdict, log: &Log) -> ! {
 /// own if it was going to; HTCondor compares the raw wait status, core
 /// flag included), raised while blocked, then unblocked.
 fn die_by(sig: sys::Sig, log: &Log) -> ! {
-    log.info(format_args!("job killed by {}; dying by it too", Name(sig)));
+    log.info(format_args!("dying by {}", Name(sig)));
     // Both limits to 0: lowering the hard limit is always allowed, while
     // asking for an unlimited one fails for an unprivileged user and would
     // leave the soft limit as it was.
@@ -41,6 +41,9 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
         maximum: Some(0),
     };
     let _ = rustix::process::setrlimit(Resource::Core, no_core);
+    // A core_pattern that pipes to a program (systemd-coredump, apport)
+    // ignores RLIMIT_CORE 0; a process that is not dumpable dumps nothing.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     sys::set_action(sig, &SigAction::default_action());
     let _ = sys::kill(rustix::process::getpid().as_raw_nonzero().get(), sig);
     let mut only = SigSet::empty();

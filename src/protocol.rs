@@ -53,6 +53,8 @@ pub enum Verdict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ended {
     pub raw: i32,
+    /// The job's pid, which is also its process group's id.
+    pub pid: Pid,
 }
 
 impl Ended {
@@ -107,6 +109,26 @@ pub fn checkpointed(
         }
     }
 }
+
+/// The job's end, not a checkpoint, as ckptrun's own: passed on, unless
+/// HTCondor would take it for a checkpoint (the checkpoint code, or death
+/// by the checkpoint signal) and restart the job forever: then 122.
+pub fn guard_collision(ended: Ended, code: u8, by_signal: Option<Sig>, log: &Log) -> Verdict {
+    let collides = match by_signal {
+        Some(sig) => ended.signal() == Some(sig),
+        None => ended.exit_code() == Some(code),
+    };
+    if !collides {
+        return pass_on(ended);
+    }
+    log.warn(format_args!(
+        "job {ended} by itself, which HTCondor reads as a checkpoint; reporting {CODE_COLLISION} so it does not restart the job forever"
+    ));
+    Verdict::Exit(CODE_COLLISION)
+}
+
+/// The job itself ended the way a checkpoint is reported to HTCondor.
+pub const CODE_COLLISION: u8 = 122;
 
 /// The job's end as ckptrun's own: its exit code, or death by its signal.
 pub fn pass_on(ended: Ended) -> Verdict {
@@ -210,14 +232,26 @@ mod tests {
 
     #[test]
     fn shows_how_the_job_ended() {
-        assert_eq!(Ended { raw: 3 << 8 }.to_string(), "exited 3");
         assert_eq!(
-            Ended { raw: libc::SIGUSR2 }.to_string(),
+            Ended {
+                raw: 3 << 8,
+                pid: 2
+            }
+            .to_string(),
+            "exited 3"
+        );
+        assert_eq!(
+            Ended {
+                raw: libc::SIGUSR2,
+                pid: 2
+            }
+            .to_string(),
             "killed by SIGUSR2"
         );
         assert_eq!(
             Ended {
-                raw: libc::SIGSEGV | 0x80
+                raw: libc::SIGSEGV | 0x80,
+                pid: 2
             }
             .to_string(),
             "killed by SIGSEGV (core dumped)"

@@ -28,8 +28,6 @@ use crate::tree::Fingerprint;
 /// The job reported a checkpoint that is missing, empty, or was not
 /// written since it was asked for (or since it started).
 pub const NO_CHECKPOINT: u8 = 121;
-/// The job itself exited with the checkpoint code.
-pub const CODE_COLLISION: u8 = 122;
 /// The checkpoint could not be committed (the previous one is kept).
 pub const COMMIT_FAILED: u8 = 123;
 /// The job did not answer a "checkpoint and exit" request in time.
@@ -65,6 +63,8 @@ pub struct SelfCkpt {
     pending: Option<Pending>,
     next_tick: Option<Instant>,
     asked: bool,
+    /// ckptrun received a signal during this run (an eviction, say).
+    signalled: bool,
     fell_back: bool,
     timed_out: bool,
     /// `--ckpt-continue` eviction: committed, then the job was killed.
@@ -135,6 +135,7 @@ impl SelfCkpt {
             pending: None,
             next_tick: None,
             asked: false,
+            signalled: false,
             fell_back: false,
             timed_out: false,
             committed_then_killed: None,
@@ -146,6 +147,7 @@ impl SelfCkpt {
 
     /// The job (re)starts now.
     fn started(&mut self) {
+        self.signalled = false;
         self.store.fingerprints(&mut self.before);
         self.next_tick = self.interval.map(|i| Instant::now() + i);
     }
@@ -155,13 +157,18 @@ impl SelfCkpt {
         let now = Instant::now();
         self.asked = true;
         self.next_tick = None;
-        if self.pending.is_some_and(|p| p.exit) {
-            return; // already asked to exit; its deadline stands
+        let deadline = timeout.map(|t| now + t);
+        if let Some(p) = &mut self.pending
+            && p.exit
+        {
+            // Already asked to exit: the earlier deadline stands.
+            p.deadline = [p.deadline, deadline].into_iter().flatten().min();
+            return;
         }
         self.store.fingerprints(&mut self.before);
         self.pending = Some(Pending {
             exit,
-            deadline: timeout.map(|t| now + t),
+            deadline,
             next_poll: self.keep_running.then(|| now + POLL),
         });
     }
@@ -244,6 +251,7 @@ fn expand(args: &[OsString], ckpt: &OsString) -> Vec<OsString> {
 
 impl Protocol for SelfCkpt {
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
+        self.signalled = true;
         let action = self.routes.route(sig);
         let Some(request) = self.request else {
             return action;
@@ -340,7 +348,9 @@ impl Protocol for SelfCkpt {
             return false;
         };
         let failed = ended.exit_code() != Some(0) && !self.reported(ended);
-        if self.fell_back || self.asked || !failed || ran >= grace {
+        // A run that got a signal may have been evicted: its failure says
+        // nothing about the checkpoint.
+        if self.fell_back || self.asked || self.signalled || !failed || ran >= grace {
             return false;
         }
         self.fell_back = true;
@@ -379,6 +389,9 @@ impl Protocol for SelfCkpt {
             if !self.check_report(log) {
                 return Verdict::Exit(NO_CHECKPOINT);
             }
+            // The job said it is done: nothing it left in its process
+            // group may write into the generation about to be committed.
+            let _ = crate::sys::kill(-ended.pid, libc::SIGKILL);
             return match self.commit(Take::Move, log) {
                 Ok(_) => self.checkpointed(log),
                 Err(()) => Verdict::Exit(COMMIT_FAILED),
@@ -387,14 +400,7 @@ impl Protocol for SelfCkpt {
         if self.timed_out {
             return Verdict::Exit(NO_ANSWER);
         }
-        if ended.exit_code() == Some(self.code) {
-            log.warn(format_args!(
-                "job itself exited {}, the checkpoint code; reporting {CODE_COLLISION} so HTCondor does not restart it forever",
-                self.code
-            ));
-            return Verdict::Exit(CODE_COLLISION);
-        }
-        protocol::pass_on(ended)
+        protocol::guard_collision(ended, self.code, self.by_signal, log)
     }
 }
 

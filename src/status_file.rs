@@ -47,6 +47,7 @@ impl StatusFile {
         self.record(
             Ended {
                 raw: i32::from(code) << 8,
+                pid: 0,
             },
             log,
         );

@@ -157,6 +157,7 @@ impl Store {
                 ));
             }
         }
+        check_apart(dir, paths)?;
         let c_dir = cstring(dir)?;
         let created = match rustix::fs::stat(&c_dir) {
             Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => false,
@@ -167,7 +168,7 @@ impl Store {
         let store = if created {
             Self::create(&shown, &c_dir, ckpts, keep)?
         } else {
-            let fd = tree::open_dir(CWD, &c_dir).map_err(|e| Error::os(dir.display(), e))?;
+            let fd = tree::open_named_dir(CWD, &c_dir).map_err(|e| Error::os(dir.display(), e))?;
             Self {
                 shown,
                 dir: fd,
@@ -175,7 +176,6 @@ impl Store {
                 keep,
             }
         };
-        store.check_not_a_ckpt()?;
         store.clean_scratch(log).map_err(|f| store.error(f))?;
         if created {
             log.info(format_args!(
@@ -233,22 +233,6 @@ impl Store {
         rustix::fs::rename(&tmp, c_dir).map_err(fail)?;
         sync_parent(Path::new(shown)).map_err(fail)?;
         Ok(store)
-    }
-
-    /// A store inside a path the job writes would be overwritten by it.
-    fn check_not_a_ckpt(&self) -> Result<(), Error> {
-        let st = rustix::fs::fstat(&self.dir).map_err(|e| Error::os(self.shown.display(), e))?;
-        for c in &self.ckpts {
-            if let Ok(ck) = tree::stat(c.parent.as_fd(), &c.name)
-                && (ck.st_dev, ck.st_ino) == (st.st_dev, st.st_ino)
-            {
-                return Err(Error::usage(
-                    self.shown.display(),
-                    format!("is also --ckpt {}", c.path.display()),
-                ));
-            }
-        }
-        Ok(())
     }
 
     fn error(&self, f: Failed) -> Error {
@@ -480,7 +464,7 @@ impl Ckpt {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let fd = tree::open_dir(CWD, &cstring(parent.as_os_str())?).map_err(|e| {
+        let fd = tree::open_named_dir(CWD, &cstring(parent.as_os_str())?).map_err(|e| {
             Error::usage(
                 path.display(),
                 format_args!(
@@ -558,6 +542,43 @@ impl Ckpt {
             self.path.display()
         ));
         Ok(())
+    }
+}
+
+/// The store and the working paths must not hold one another: the job
+/// would overwrite the store, or a commit copy the store into itself.
+fn check_apart(store: &OsStr, paths: &[OsString]) -> Result<(), Error> {
+    let store_at = resolved(Path::new(store));
+    for path in paths {
+        let path_at = resolved(Path::new(path));
+        if store_at.starts_with(&path_at) || path_at.starts_with(&store_at) {
+            return Err(Error::usage(
+                store.display(),
+                format_args!(
+                    "--store and --ckpt {} overlap; keep them apart",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `path` with symlinks resolved, as far as it exists.
+fn resolved(path: &Path) -> std::path::PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            resolved(parent).join(name)
+        }
+        _ => path.to_path_buf(),
     }
 }
 

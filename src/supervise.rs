@@ -202,6 +202,7 @@ impl<P: Protocol> Supervisor<'_, P> {
             }
             let job_ended = Ended {
                 raw: status.as_raw(),
+                pid: self.job.pid,
             };
             self.log.info(format_args!("job {job_ended}"));
             ended = Some(job_ended);

@@ -278,6 +278,17 @@ pub fn stat(dir: BorrowedFd, name: &CStr) -> Result<Stat> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
 }
 
+/// A directory the user named: a symlink to one is followed.
+pub fn open_named_dir(dir: BorrowedFd, name: &CStr) -> Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// A directory ckptrun made or found inside one: a symlink is refused.
 pub fn open_dir(dir: BorrowedFd, name: &CStr) -> Result<OwnedFd> {
     rustix::fs::openat(
         dir,

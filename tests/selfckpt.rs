@@ -235,7 +235,11 @@ fn the_jobs_own_exits_pass_through_except_the_checkpoint_code() {
     assert_eq!(job("exit 3").code(), Some(3));
     let out = job("exit 85");
     assert_eq!(out.code(), Some(122));
-    assert!(out.stderr.contains("the checkpoint code"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("which HTCondor reads as a checkpoint"),
+        "{}",
+        out.stderr
+    );
     let out = job("kill -SEGV $$");
     assert_eq!(out.signal(), Some(libc::SIGSEGV));
 }
@@ -613,4 +617,119 @@ fn usage_errors_are_one_line_and_125() {
     ]));
     assert_eq!(out.code(), Some(125));
     assert_one_error_line(&out, "has the same name as another --ckpt");
+}
+
+#[test]
+fn the_jobs_own_death_by_the_checkpoint_signal_is_not_a_checkpoint() {
+    let sandbox = Sandbox::new("self-signal-collision");
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--exit-by-signal",
+        "USR2",
+        "--",
+        "sh",
+        "-c",
+        "kill -USR2 $$",
+    ]));
+    assert_eq!(out.code(), Some(122), "{}", out.stderr);
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--exit-by-signal",
+        "KILL",
+        "true",
+    ]));
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(&out, "every hard kill would look like a checkpoint");
+}
+
+#[test]
+fn an_eviction_during_the_restart_grace_is_not_a_failed_restart() {
+    let sandbox = Sandbox::new("self-grace-evicted");
+    let ckptrun = |script: &str| {
+        sandbox.ckptrun([
+            "--mode",
+            "self",
+            "-v",
+            "--ckpt",
+            "state",
+            "--job-ckpt-exit",
+            "17",
+            "--restart-grace",
+            "30",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+    };
+    for n in 1..=2 {
+        let out = run(ckptrun(&format!("echo {n} > state; exit 17")));
+        assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    }
+    // SIGTERM is passed on as is (no --ckpt-signal); the job dies of it.
+    let running = start(ckptrun("sleep 30"));
+    std::thread::sleep(Duration::from_millis(300));
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.signal(), Some(libc::SIGTERM), "{}", out.stderr);
+    assert!(!out.stderr.contains("falling back"), "{}", out.stderr);
+    assert_eq!(
+        generations(&sandbox.path("ckptrun.store")),
+        ["gen.0000000001", "gen.0000000002"]
+    );
+}
+
+#[test]
+fn nothing_the_job_left_running_writes_into_a_committed_generation() {
+    let sandbox = Sandbox::new("self-leftover");
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--",
+        "sh",
+        "-c",
+        "exec 3>>state; echo good >&3; ( sleep 0.5; echo LATE >&3 ) & exit 17",
+    ]));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap(),
+        b"good\n"
+    );
+}
+
+#[test]
+fn a_store_inside_a_checkpoint_directory_is_refused() {
+    let sandbox = Sandbox::new("self-overlap");
+    std::fs::create_dir(sandbox.path("d")).unwrap();
+    for store in ["d/ckptrun.store", "d", "./d/"] {
+        let out = run(sandbox.ckptrun([
+            "--mode",
+            "self",
+            "--ckpt",
+            "d",
+            "--store",
+            store,
+            "--job-ckpt-exit",
+            "17",
+            "true",
+        ]));
+        assert_eq!(out.code(), Some(125), "{store}: {}", out.stderr);
+        assert_one_error_line(&out, "overlap; keep them apart");
+    }
+    assert_eq!(std::fs::read_dir(sandbox.path("d")).unwrap().count(), 0);
 }

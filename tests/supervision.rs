@@ -25,7 +25,7 @@ fn the_jobs_own_checkpoint_code_is_remapped() {
     assert_eq!(out.code(), Some(122));
     assert!(
         out.stderr
-            .contains("job itself exited 85, the checkpoint code"),
+            .contains("job exited 85 by itself, which HTCondor reads as a checkpoint"),
         "{}",
         out.stderr
     );

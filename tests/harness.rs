@@ -1,0 +1,625 @@
+//! ckptrun in self mode under a stand-in for HTCondor (PROTOCOLS.md §2,
+//! a pool with `when_to_transfer_output = ON_EXIT_OR_EVICT`): a job whose
+//! own checkpoints are torn on purpose (`examples/self_job.rs`) is started,
+//! evicted, vacated too fast and crashed at random until it finishes. No
+//! committed generation may ever be torn, and the result must be the one
+//! of an uninterrupted run.
+//!
+//! Each round: a fresh sandbox copied from the spool; ckptrun in it; then
+//! at random let it run, evict it (SIGTERM, then SIGKILL for everything
+//! after a "vacate time" sometimes shorter than a checkpoint takes), or
+//! crash the machine (SIGKILL for everything, no warning). Exit 85 sends
+//! the store to the spool, an eviction the whole sandbox, a crash nothing;
+//! a transfer replaces the spool all at once, as HTCondor's does.
+//!
+//! Random choices come from a seed printed first; rerun a failure with
+//! `CKPTRUN_HARNESS_SEED=N cargo test --test harness`.
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{CKPTRUN, self_fixture};
+
+const STATE: &str = "state";
+const STORE: &str = "ckptrun.store";
+const RESULT: &str = "result";
+const CHECKPOINTED: i32 = 85;
+const NO_ANSWER: i32 = 124;
+/// Vacate times below this may end before a checkpoint is committed.
+const SHORT_VACATE_MS: u64 = 20;
+const TIME_LIMIT: Duration = Duration::from_secs(60);
+
+/// What the job does, and how long the loop may take to finish it.
+struct Job {
+    name: &'static str,
+    dir_state: bool,
+    steps: u64,
+    max_rounds: u32,
+}
+
+#[test]
+fn evictions_and_crashes_never_tear_a_committed_checkpoint() {
+    condor_loop(Job {
+        name: "file",
+        dir_state: false,
+        steps: 300,
+        max_rounds: 200,
+    });
+}
+
+#[test]
+fn a_directory_checkpoint_survives_the_same_loop() {
+    condor_loop(Job {
+        name: "dir",
+        dir_state: true,
+        steps: 150,
+        max_rounds: 100,
+    });
+}
+
+/// What a round does to ckptrun.
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    RunToExit,
+    /// SIGTERM after `after_ms`, then SIGKILL for everything at `vacate`.
+    Evict {
+        after_ms: u64,
+        vacate: When,
+    },
+    /// SIGKILL for everything, without warning.
+    Crash {
+        at: When,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum When {
+    /// This many ms from now.
+    In(u64),
+    /// This many ms after the store first changes: into a commit.
+    IntoCommit(u64),
+}
+
+impl Action {
+    /// Whether the vacate may end before a checkpoint is committed.
+    fn short_vacate(self) -> bool {
+        match self {
+            Action::Evict {
+                vacate: When::In(ms),
+                ..
+            } => ms < SHORT_VACATE_MS,
+            Action::Evict { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    rounds: u32,
+    evictions: u32,
+    short_vacates: u32,
+    crashes: u32,
+    exits_85: u32,
+    generations: std::collections::BTreeSet<u64>,
+    leftovers: u32,
+}
+
+fn condor_loop(job: Job) {
+    let seed = std::env::var("CKPTRUN_HARNESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(clock_seed);
+    eprintln!("harness seed: {seed} (rerun with CKPTRUN_HARNESS_SEED={seed})");
+    let mut rng = Rng(seed);
+    let base = std::env::temp_dir().join(format!(
+        "ckptrun-harness-{}-{}",
+        std::process::id(),
+        job.name
+    ));
+    let _ = fs::remove_dir_all(&base);
+    fs::create_dir_all(&base).unwrap();
+    let expected = reference(&base, &job);
+
+    let spool = base.join("spool");
+    fs::create_dir(&spool).unwrap();
+    fs::copy(self_fixture(), spool.join("self_job")).unwrap();
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut newest: Option<(u64, u64)> = None;
+    let mut previous: Option<PathBuf> = None;
+    for round in 1..=job.max_rounds {
+        let sandbox = base.join(format!("sandbox.{round:03}"));
+        let fail = |what: String| -> ! {
+            panic!(
+                "{what}\nseed {seed} (rerun with CKPTRUN_HARNESS_SEED={seed}), test {}, \
+                 round {round}, files in {}\n--- ckptrun stderr, last lines:\n{}\n\
+                 --- ckptrun.log, last lines:\n{}",
+                job.name,
+                base.display(),
+                tail(&sandbox.join("ckptrun.err"), 20),
+                tail(&sandbox.join("ckptrun.log"), 30),
+            )
+        };
+        if started.elapsed() > TIME_LIMIT {
+            fail(format!("not finished after {TIME_LIMIT:?}"));
+        }
+        tally.rounds = round;
+        copy_tree(&spool, &sandbox);
+        if let Some(old) = previous.replace(sandbox.clone()) {
+            let _ = fs::remove_dir_all(old);
+        }
+
+        let action = pick(&mut rng);
+        let mut ckptrun = spawn(&sandbox, &job);
+        let Some((status, evicted)) = play(&mut ckptrun, &sandbox, action, &mut tally) else {
+            fail(format!("{action:?}: ckptrun did not exit within 20 s"));
+        };
+        if let Some(sig) = status.signal() {
+            if sig != libc::SIGKILL || matches!(action, Action::RunToExit) {
+                fail(format!("{action:?}: ckptrun died by signal {sig}"));
+            }
+        }
+        let code = status.code();
+        match code {
+            None | Some(0) | Some(CHECKPOINTED) => {}
+            Some(NO_ANSWER) if evicted && action.short_vacate() => {}
+            Some(other) => fail(format!("{action:?}: ckptrun exited {other}")),
+        }
+        // Stricter than HTCondor needs: even where nothing is transferred,
+        // a kill must never leave a torn generation behind.
+        if let Err(why) = check_store(&sandbox.join(STORE), job.dir_state) {
+            fail(format!(
+                "{action:?}, {}, in the sandbox: {why}",
+                ended(status)
+            ));
+        }
+        if code == Some(CHECKPOINTED) {
+            tally.exits_85 += 1;
+        }
+
+        // The transfer back, as ON_EXIT_OR_EVICT does it.
+        if evicted {
+            transfer(&spool, |incoming| copy_tree(&sandbox, incoming));
+        } else if code == Some(CHECKPOINTED) {
+            if !sandbox.join(STORE).is_dir() {
+                fail(format!("{action:?}: exit 85 but no {STORE} in the sandbox"));
+            }
+            transfer(&spool, |incoming| {
+                copy_tree(&spool, incoming);
+                let _ = fs::remove_dir_all(incoming.join(STORE));
+                copy_tree(&sandbox.join(STORE), &incoming.join(STORE));
+                for output in ["ckptrun.out", "ckptrun.err"] {
+                    let _ = fs::copy(sandbox.join(output), incoming.join(output));
+                }
+            });
+        }
+        if evicted || code == Some(CHECKPOINTED) {
+            let generations = check_store(&spool.join(STORE), job.dir_state)
+                .unwrap_or_else(|why| fail(format!("{action:?}, {}: {why}", ended(status))));
+            let latest = generations.iter().max().copied();
+            if code == Some(CHECKPOINTED) && latest.is_none() {
+                fail(format!(
+                    "{action:?}: exit 85 but no generation reached the spool"
+                ));
+            }
+            let back = |f: fn(&(u64, u64)) -> u64| latest.as_ref().map(f) < newest.as_ref().map(f);
+            if back(|g| g.0) || back(|g| g.1) {
+                fail(format!(
+                    "{action:?}: newest (generation, step) went back from {newest:?} to {latest:?}"
+                ));
+            }
+            newest = latest;
+            tally
+                .generations
+                .extend(generations.iter().map(|g| g.0).filter(|&n| n > 0));
+        }
+
+        if code == Some(0) {
+            let result = fs::read_to_string(sandbox.join(RESULT))
+                .unwrap_or_else(|e| fail(format!("exit 0 but no {RESULT}: {e}")));
+            if result != expected {
+                fail(format!(
+                    "result {result:?}, uninterrupted run gave {expected:?}"
+                ));
+            }
+            eprintln!(
+                "harness {}: finished in {} rounds, {:.1} s: {} evictions ({} with a short vacate), \
+                 {} crashes, {} exits 85, {} generations reached the spool (newest {:?}), \
+                 {} runs left processes behind; seed {seed}",
+                job.name,
+                tally.rounds,
+                started.elapsed().as_secs_f64(),
+                tally.evictions,
+                tally.short_vacates,
+                tally.crashes,
+                tally.exits_85,
+                tally.generations.len(),
+                newest,
+                tally.leftovers,
+            );
+            let _ = fs::remove_dir_all(&base);
+            return;
+        }
+    }
+    panic!(
+        "not finished in {} rounds; seed {seed} (rerun with CKPTRUN_HARNESS_SEED={seed}), \
+         test {}, files in {}",
+        job.max_rounds,
+        job.name,
+        base.display()
+    );
+}
+
+/// Mostly evictions, as they are what carries a torn file to the spool;
+/// a third of them, and some crashes, aimed at a commit.
+fn pick(rng: &mut Rng) -> Action {
+    let choice = rng.below(12);
+    let (after_ms, ms) = (rng.below(400), rng.below(600));
+    let vacate = match choice {
+        0 | 1 => return Action::RunToExit,
+        2 => return Action::Crash { at: When::In(ms) },
+        3 => {
+            return Action::Crash {
+                at: When::IntoCommit(ms % 8),
+            };
+        }
+        4 | 5 => When::In(ms % SHORT_VACATE_MS),
+        6 | 7 => When::In(SHORT_VACATE_MS + ms % 150),
+        8 | 9 => When::In(3000),
+        _ => When::IntoCommit(ms % 8),
+    };
+    Action::Evict { after_ms, vacate }
+}
+
+/// Plays `action`: how ckptrun ended and whether it was evicted, or None
+/// if it had to be killed after running 20 s on its own.
+fn play(
+    ckptrun: &mut Child,
+    sandbox: &Path,
+    action: Action,
+    tally: &mut Tally,
+) -> Option<(ExitStatus, bool)> {
+    let (evicted, kill_at) = match action {
+        Action::RunToExit => match wait_at_most(ckptrun, Duration::from_secs(20)) {
+            Some(status) => (false, Ok(status)),
+            None => {
+                kill_everything(ckptrun, sandbox);
+                return None;
+            }
+        },
+        Action::Crash { at } => (false, Err(at)),
+        Action::Evict { after_ms, vacate } => {
+            match wait_at_most(ckptrun, Duration::from_millis(after_ms)) {
+                Some(status) => (false, Ok(status)),
+                None => {
+                    tally.evictions += 1;
+                    tally.short_vacates += u32::from(action.short_vacate());
+                    signal(ckptrun.id() as i32, libc::SIGTERM);
+                    (true, Err(vacate))
+                }
+            }
+        }
+    };
+    let status = kill_at.or_else(|at| wait_for_exit(ckptrun, sandbox, at).ok_or(()));
+    let status = match status {
+        Ok(status) => {
+            tally.leftovers += u32::from(kill_leftovers(sandbox) > 0);
+            status
+        }
+        Err(()) => {
+            tally.crashes += u32::from(!evicted);
+            kill_everything(ckptrun, sandbox)
+        }
+    };
+    Some((status, evicted))
+}
+
+/// Its exit status if ckptrun exits before `when`.
+fn wait_for_exit(ckptrun: &mut Child, sandbox: &Path, when: When) -> Option<ExitStatus> {
+    let ms = match when {
+        When::In(ms) => ms,
+        When::IntoCommit(ms) => {
+            let before = names_in(&sandbox.join(STORE));
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while names_in(&sandbox.join(STORE)) == before && Instant::now() < deadline {
+                if let Some(status) = ckptrun.try_wait().unwrap() {
+                    return Some(status);
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            ms
+        }
+    };
+    wait_at_most(ckptrun, Duration::from_millis(ms))
+}
+
+fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<_> = fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// `ckptrun --mode self` in `sandbox`, output appended to files there.
+fn spawn(sandbox: &Path, job: &Job) -> Child {
+    let append = |name: &str| {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(sandbox.join(name))
+            .unwrap()
+    };
+    let steps = job.steps.to_string();
+    let mut cmd = Command::new(CKPTRUN);
+    cmd.args(["-v", "--log", "ckptrun.log", "--mode", "self"])
+        .args(["--ckpt", STATE, "--store", STORE])
+        .args(["--job-ckpt-exit", "17", "--ckpt-signal", "USR1"])
+        .args(["--", "./self_job", STATE, &steps, RESULT])
+        .current_dir(sandbox)
+        .stdin(Stdio::null())
+        .stdout(append("ckptrun.out"))
+        .stderr(append("ckptrun.err"));
+    job_env(&mut cmd, job);
+    cmd.spawn().expect("spawn ckptrun")
+}
+
+fn job_env(cmd: &mut Command, job: &Job) {
+    cmd.env("SELF_JOB_DIR", if job.dir_state { "1" } else { "0" })
+        .env("SELF_JOB_STEP_MS", "5")
+        .env("SELF_JOB_CKPT_EVERY", "60")
+        .env("SELF_JOB_PAD", "262144")
+        .env("SELF_JOB_WRITE_US", "300")
+        .env_remove("SELF_JOB_EXIT")
+        .env_remove("SELF_JOB_CKPT_SIGNAL_DEATH");
+}
+
+/// RESULT of an uninterrupted run of the job without ckptrun.
+fn reference(base: &Path, job: &Job) -> String {
+    let dir = base.join("reference");
+    fs::create_dir(&dir).unwrap();
+    let mut cmd = Command::new(self_fixture());
+    cmd.args([STATE, &job.steps.to_string(), RESULT])
+        .current_dir(&dir)
+        .stdout(Stdio::null());
+    job_env(&mut cmd, job);
+    let status = cmd
+        .env("SELF_JOB_STEP_MS", "0")
+        .env_remove("SELF_JOB_CKPT_EVERY")
+        .status()
+        .unwrap();
+    assert!(status.success(), "reference run: {status}");
+    fs::read_to_string(dir.join(RESULT)).unwrap()
+}
+
+fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// SIGKILL for ckptrun and all it started, at once, as a starter that
+/// gives up on a vacate (or a machine that dies) does.
+fn kill_everything(ckptrun: &mut Child, sandbox: &Path) -> ExitStatus {
+    let family = descendants(ckptrun.id() as i32);
+    signal(ckptrun.id() as i32, libc::SIGKILL);
+    for &pid in &family {
+        signal(-pid, libc::SIGKILL); // the job's own process group
+        signal(pid, libc::SIGKILL);
+    }
+    let status = ckptrun.wait().unwrap();
+    kill_leftovers(sandbox);
+    status
+}
+
+/// All descendants of `pid`, from /proc/PID/task/*/children.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(parent) = todo.pop() {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let children = fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                if !found.contains(&child) {
+                    found.push(child);
+                    todo.push(child);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Kills whatever still runs in `sandbox` (its cwd), so nothing writes
+/// there during the transfer; returns how many there were.
+fn kill_leftovers(sandbox: &Path) -> usize {
+    let sandbox = sandbox.canonicalize().unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let running: Vec<i32> = fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter(|pid| fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == sandbox))
+            .collect();
+        if running.is_empty() {
+            return seen.len();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cannot kill {running:?} in {}",
+            sandbox.display()
+        );
+        for pid in running {
+            signal(pid, libc::SIGKILL);
+            if !seen.contains(&pid) {
+                seen.push(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory arguments; a process already gone is fine.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Replaces `spool` by what `fill` puts in a fresh directory beside it:
+/// the spool is always one whole transfer or the one before.
+fn transfer(spool: &Path, fill: impl FnOnce(&Path)) {
+    let incoming = spool.with_extension("incoming");
+    let old = spool.with_extension("old");
+    let _ = fs::remove_dir_all(&incoming);
+    let _ = fs::remove_dir_all(&old);
+    fill(&incoming);
+    fs::rename(spool, &old).unwrap();
+    fs::rename(&incoming, spool).unwrap();
+    fs::remove_dir_all(&old).unwrap();
+}
+
+/// Copies the tree `from` to the new directory `to`. The program is
+/// hard-linked, not copied: a copy could be executed while the other
+/// test's fork still holds it open for writing (ETXTBSY).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+    for entry in fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if entry.file_name() == "self_job" {
+            fs::hard_link(&src, &dst).unwrap();
+        } else {
+            fs::copy(&src, &dst).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+        }
+    }
+}
+
+/// (number, step) of each generation in `store`, or why one is not a
+/// valid state of the job.
+fn check_store(store: &Path, dir_state: bool) -> Result<Vec<(u64, u64)>, String> {
+    let Ok(entries) = fs::read_dir(store) else {
+        return Ok(Vec::new());
+    };
+    let mut generations = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(number) = name
+            .strip_prefix("gen.")
+            .filter(|n| n.len() == 10 && n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue; // scratch (".*") or not ckptrun's
+        };
+        let number = number.parse().unwrap();
+        let state = entry.path().join(STATE);
+        // Generation 0 is the starting state, which may be "none yet".
+        if number == 0 && fs::symlink_metadata(&state).is_err() {
+            generations.push((0, 0));
+            continue;
+        }
+        let (step, _) = verify_state(&state, dir_state)
+            .map_err(|why| format!("committed generation {} is torn: {why}", state.display()))?;
+        generations.push((number, step));
+    }
+    Ok(generations)
+}
+
+// The fixture's state format (examples/self_job.rs), duplicated.
+const MAGIC: &[u8; 8] = b"SELFJOB1";
+
+/// (step, acc) of a whole state: one file, or the directory of `a`, `b`.
+fn verify_state(path: &Path, dir_state: bool) -> Result<(u64, u64), String> {
+    let read = |p: PathBuf| fs::read(&p).map_err(|e| format!("{}: {e}", p.display()));
+    if !dir_state {
+        return parse_state(&read(path.to_path_buf())?, 0);
+    }
+    let (step_a, low) = parse_state(&read(path.join("a"))?, 1).map_err(|w| format!("a: {w}"))?;
+    let (step_b, high) = parse_state(&read(path.join("b"))?, 2).map_err(|w| format!("b: {w}"))?;
+    if step_a != step_b || low >> 32 != 0 || high >> 32 != 0 {
+        return Err(format!(
+            "halves from different states (steps {step_a}, {step_b})"
+        ));
+    }
+    Ok((step_a, low | high << 32))
+}
+
+/// (step, value) of one state file of `part`: magic, step, value, pad
+/// derived from them, FNV-1a 64 of everything before it.
+fn parse_state(bytes: &[u8], part: u64) -> Result<(u64, u64), String> {
+    if bytes.len() < 32 || &bytes[..8] != MAGIC {
+        return Err(format!("{} bytes, no header", bytes.len()));
+    }
+    let (body, sum) = bytes.split_at(bytes.len() - 8);
+    let fnv = body.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    if fnv != u64::from_le_bytes(sum.try_into().unwrap()) {
+        return Err(format!("bad checksum ({} bytes)", bytes.len()));
+    }
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let (step, value) = (word(8), word(16));
+    let mut x = step ^ value.rotate_left(29) ^ part.wrapping_mul(0xd1b5_4a32_d192_ed03);
+    for chunk in body[24..].chunks(8) {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        if chunk != &(z ^ (z >> 31)).to_le_bytes()[..chunk.len()] {
+            return Err(format!("padding of another state (step {step})"));
+        }
+    }
+    Ok((step, value))
+}
+
+fn ended(status: ExitStatus) -> String {
+    match status.code() {
+        Some(code) => format!("ckptrun exited {code}"),
+        None => format!("ckptrun killed by signal {}", status.signal().unwrap_or(0)),
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| format!("({}: {e})", path.display()));
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// splitmix64: small, seedable, good enough to pick actions.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}
+
+fn clock_seed() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (now.as_nanos() as u64 ^ u64::from(std::process::id())) % 1_000_000_000
+}
