@@ -256,14 +256,16 @@ fn add(fp: &mut Fingerprint, dir: BorrowedFd, name: &CStr, st: &Stat, depth: u32
 }
 
 /// One inode's identity, size and times, mixed (splitmix64 steps).
+// The nanosecond fields are u64 on x86_64 but u32 on i686.
+#[allow(clippy::unnecessary_cast)]
 fn mix(st: &Stat) -> u64 {
     let fields = [
         st.st_ino,
         st.st_size as u64,
         st.st_mtime as u64,
-        st.st_mtime_nsec,
+        st.st_mtime_nsec as u64,
         st.st_ctime as u64,
-        st.st_ctime_nsec,
+        st.st_ctime_nsec as u64,
     ];
     fields.iter().fold(0x9e37_79b9_7f4a_7c15u64, |h, &v| {
         let mut z = (h ^ v).wrapping_add(0x9e37_79b9_7f4a_7c15);
