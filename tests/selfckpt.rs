@@ -733,3 +733,39 @@ fn a_store_inside_a_checkpoint_directory_is_refused() {
     }
     assert_eq!(std::fs::read_dir(sandbox.path("d")).unwrap().count(), 0);
 }
+
+/// The optimized builds users ship, for both architectures, through a
+/// whole checkpoint cycle (the other tests use debug builds).
+#[test]
+fn the_release_builds_commit_and_restore() {
+    for target in ["x86_64-unknown-linux-musl", "i686-unknown-linux-musl"] {
+        let ckptrun = ckptrun_release(target);
+        let sandbox = sandbox(&format!("self-release-{target}"));
+        let mut codes = Vec::new();
+        for _ in 0..5 {
+            let out = run(Command::new(&ckptrun)
+                .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+                .args(["--", "./job", "state", "90", "result"])
+                .current_dir(&sandbox.dir)
+                .env("SELF_JOB_STEP_MS", "0")
+                .env("SELF_JOB_PAD", "65536")
+                .env("SELF_JOB_DIR", "1")
+                .env("SELF_JOB_CKPT_EVERY", "40"));
+            codes.push(out.code());
+            assert!(
+                matches!(out.code(), Some(0 | 85)),
+                "{target}: {}",
+                out.stderr
+            );
+            if out.code() == Some(0) {
+                break;
+            }
+        }
+        assert_eq!(codes, [Some(85), Some(85), Some(0)], "{target}");
+        assert_eq!(
+            std::fs::read_to_string(sandbox.path("result")).unwrap(),
+            reference_dir(90),
+            "{target}"
+        );
+    }
+}

@@ -15,33 +15,40 @@ pub const CKPTRUN: &str = env!("CARGO_BIN_EXE_ckptrun");
 
 /// The condor_compile'd stand-in (`examples/condor_job.rs`), x86_64.
 pub fn fixture() -> PathBuf {
-    build_for("x86_64-unknown-linux-musl").join("examples/condor_job")
+    build_for("x86_64-unknown-linux-musl", false).join("examples/condor_job")
 }
 
 /// The self-checkpointing job (`examples/self_job.rs`), x86_64.
 pub fn self_fixture() -> PathBuf {
-    build_for("x86_64-unknown-linux-musl").join("examples/self_job")
+    build_for("x86_64-unknown-linux-musl", false).join("examples/self_job")
 }
 
 /// The same fixture built for i686, a real ELF32 file.
 pub fn fixture_i686() -> PathBuf {
-    build_for("i686-unknown-linux-musl").join("examples/condor_job")
+    build_for("i686-unknown-linux-musl", false).join("examples/condor_job")
 }
 
 /// ckptrun itself built for i686, as shipped to 32-bit execute nodes.
 pub fn ckptrun_i686() -> PathBuf {
-    build_for("i686-unknown-linux-musl").join("ckptrun")
+    build_for("i686-unknown-linux-musl", false).join("ckptrun")
 }
 
-/// Builds ckptrun and the fixture for `target` (debug, so the allocation
-/// guard is in), once per test binary. `cargo test --test NAME` does not
+/// ckptrun as released (optimized, LTO) for `target`: the build users
+/// copy into sandboxes, which the debug builds above do not exercise.
+pub fn ckptrun_release(target: &'static str) -> PathBuf {
+    build_for(target, true).join("ckptrun")
+}
+
+/// Builds ckptrun and the fixtures for `target` (debug, so the allocation
+/// guard is in, unless `release`), once per test binary. `cargo test --test NAME` does not
 /// build examples, so the tests do it themselves, in a target directory of
 /// their own so as not to wait on the lock of the build running them.
-fn build_for(target: &'static str) -> PathBuf {
-    static BUILT: OnceLock<std::sync::Mutex<Vec<(&'static str, PathBuf)>>> = OnceLock::new();
+fn build_for(target: &'static str, release: bool) -> PathBuf {
+    type Built = Vec<((&'static str, bool), PathBuf)>;
+    static BUILT: OnceLock<std::sync::Mutex<Built>> = OnceLock::new();
     let built = BUILT.get_or_init(Default::default);
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, dir)) = built.iter().find(|(t, _)| *t == target) {
+    if let Some((_, dir)) = built.iter().find(|(t, _)| *t == (target, release)) {
         return dir.clone();
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -61,6 +68,7 @@ fn build_for(target: &'static str) -> PathBuf {
             "--target",
             target,
         ])
+        .args(release.then_some("--release"))
         .arg("--target-dir")
         .arg(&target_dir)
         .current_dir(root)
@@ -70,8 +78,10 @@ fn build_for(target: &'static str) -> PathBuf {
         status.success(),
         "building the fixtures for {target} failed: is the target installed? (rustup target add {target})"
     );
-    let dir = target_dir.join(target).join("debug");
-    built.push((target, dir.clone()));
+    let dir = target_dir
+        .join(target)
+        .join(if release { "release" } else { "debug" });
+    built.push(((target, release), dir.clone()));
     dir
 }
 
