@@ -119,7 +119,7 @@ Exit status:
        not condor_compile'd); ckptrun ended it
   121  condor: the job died by SIGUSR2 but wrote no checkpoint during this
        run; self: the job reported a checkpoint that is missing, empty, or
-       not written since it was asked for
+       not written during this run
   122  the job itself exited with the checkpoint code (never passed on:
        HTCondor would restart it forever)
   123  self: the checkpoint could not be committed (the last one is kept)

@@ -26,7 +26,7 @@ use crate::sys::Sig;
 use crate::tree::Fingerprint;
 
 /// The job reported a checkpoint that is missing, empty, or was not
-/// written since it was asked for (or since it started).
+/// written during this run (since the start or the last commit).
 pub const NO_CHECKPOINT: u8 = 121;
 /// The checkpoint could not be committed (the previous one is kept).
 pub const COMMIT_FAILED: u8 = 123;
@@ -56,8 +56,14 @@ pub struct SelfCkpt {
     restart_grace: Option<Duration>,
     /// The generation the working copy came from, if a checkpoint.
     restored: Option<u64>,
-    /// The working paths when the job started or was last asked.
-    before: Vec<Option<Fingerprint>>,
+    /// The working paths when the job started, or at the last commit:
+    /// a report is good if they changed since. (Not since the request: a
+    /// job may finish a checkpoint of its own as the request arrives.)
+    committed: Vec<Option<Fingerprint>>,
+    /// The working paths when a `--ckpt-continue` request was sent.
+    at_request: Vec<Option<Fingerprint>>,
+    /// A commit happened during this run (`--ckpt-continue`).
+    committed_in_run: bool,
     /// Scratch for the paths now (allocated here, reused).
     now: Vec<Option<Fingerprint>>,
     pending: Option<Pending>,
@@ -130,7 +136,9 @@ impl SelfCkpt {
             evict_timeout,
             restart_grace: config.restart_grace,
             restored,
-            before: vec![None; n],
+            committed: vec![None; n],
+            at_request: vec![None; n],
+            committed_in_run: false,
             now: vec![None; n],
             pending: None,
             next_tick: None,
@@ -148,7 +156,8 @@ impl SelfCkpt {
     /// The job (re)starts now.
     fn started(&mut self) {
         self.signalled = false;
-        self.store.fingerprints(&mut self.before);
+        self.committed_in_run = false;
+        self.store.fingerprints(&mut self.committed);
         self.next_tick = self.interval.map(|i| Instant::now() + i);
     }
 
@@ -165,7 +174,9 @@ impl SelfCkpt {
             p.deadline = [p.deadline, deadline].into_iter().flatten().min();
             return;
         }
-        self.store.fingerprints(&mut self.before);
+        if self.keep_running {
+            self.store.fingerprints(&mut self.at_request);
+        }
         self.pending = Some(Pending {
             exit,
             deadline,
@@ -177,7 +188,7 @@ impl SelfCkpt {
     /// request, and does it hold data?
     fn answered(&mut self) -> bool {
         self.store.fingerprints(&mut self.now);
-        self.now.iter().zip(&self.before).all(|(now, before)| {
+        self.now.iter().zip(&self.at_request).all(|(now, before)| {
             now.is_some_and(|n| {
                 n.has_data() && before.is_none_or(|b| (b.dev, b.ino) != (n.dev, n.ino))
             })
@@ -199,9 +210,9 @@ impl SelfCkpt {
             ));
             return false;
         }
-        if self.now == self.before {
-            let since = if self.asked {
-                "it was asked for"
+        if self.now == self.committed {
+            let since = if self.committed_in_run {
+                "the last commit"
             } else {
                 "the job started"
             };
@@ -300,7 +311,8 @@ impl Protocol for SelfCkpt {
                         return Action::Kill;
                     }
                     self.next_tick = self.interval.map(|i| Instant::now() + i);
-                    self.store.fingerprints(&mut self.before);
+                    self.store.fingerprints(&mut self.committed);
+                    self.committed_in_run = true;
                     return Action::Drop;
                 }
                 self.pending = Some(Pending {

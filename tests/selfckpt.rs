@@ -769,3 +769,33 @@ fn the_release_builds_commit_and_restore() {
         );
     }
 }
+
+#[test]
+fn a_checkpoint_finished_just_before_the_request_is_committed() {
+    // The job checkpoints on its own, then the eviction's request arrives
+    // and it exits 17 at once: the checkpoint is new in this run, so it
+    // is good (the harness hit this race about once in 80 runs).
+    let sandbox = Sandbox::new("self-race");
+    let running = start(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--ckpt-signal",
+        "USR1",
+        "--",
+        "sh",
+        "-c",
+        "trap 'exit 17' USR1; echo done > state; while :; do sleep 0.05; done",
+    ]));
+    std::thread::sleep(Duration::from_millis(500));
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap(),
+        b"done\n"
+    );
+}
