@@ -39,17 +39,10 @@ fn copy_at(src: BorrowedFd, name: &CStr, dst: BorrowedFd, to: &CStr, depth: u32)
             }
             // Owner write and search, to fill it; the rest as it was.
             rustix::fs::mkdirat(dst, to, mode | Mode::RWXU)?;
-            let from = open_dir(src, name)?;
             let into = open_dir(dst, to)?;
-            let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
-            let mut entries = RawDir::new(&from, &mut buf);
-            while let Some(entry) = entries.next() {
-                let entry = entry?;
-                let child = entry.file_name();
-                if !is_dot(child) {
-                    copy_at(from.as_fd(), child, into.as_fd(), child, depth + 1)?;
-                }
-            }
+            each_entry(src, name, depth, |from, child| {
+                copy_at(from, child, into.as_fd(), child, depth + 1)
+            })?;
             rustix::fs::fsync(&into)
         }
         // FIFOs, sockets, devices: not checkpoint data.
@@ -129,18 +122,7 @@ fn sync_at(dir: BorrowedFd, name: &CStr, depth: u32) -> Result<()> {
             rustix::fs::fsync(&file)
         }
         FileType::Directory => {
-            if depth >= MAX_DEPTH {
-                return Err(Errno::LOOP);
-            }
-            let d = open_dir(dir, name)?;
-            let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
-            let mut entries = RawDir::new(&d, &mut buf);
-            while let Some(entry) = entries.next() {
-                let entry = entry?;
-                if !is_dot(entry.file_name()) {
-                    sync_at(d.as_fd(), entry.file_name(), depth + 1)?;
-                }
-            }
+            let d = each_entry(dir, name, depth, |d, child| sync_at(d, child, depth + 1))?;
             rustix::fs::fsync(&d)
         }
         _ => Ok(()),
@@ -233,22 +215,10 @@ fn add(fp: &mut Fingerprint, dir: BorrowedFd, name: &CStr, st: &Stat, depth: u32
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => fp.bytes += st.st_size as u64,
         FileType::Directory => {
-            if depth >= MAX_DEPTH {
-                return Err(Errno::LOOP);
-            }
-            let d = open_dir(dir, name)?;
-            let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
-            let mut entries = RawDir::new(&d, &mut buf);
-            while let Some(entry) = entries.next() {
-                let entry = entry?;
-                let child = entry.file_name();
-                if is_dot(child) {
-                    continue;
-                }
+            each_entry(dir, name, depth, |d, child| {
                 fp.entries += 1;
-                let st = stat(d.as_fd(), child)?;
-                add(fp, d.as_fd(), child, &st, depth + 1)?;
-            }
+                add(fp, d, child, &stat(d, child)?, depth + 1)
+            })?;
         }
         _ => {}
     }
@@ -273,6 +243,30 @@ fn mix(st: &Stat) -> u64 {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     })
+}
+
+/// Opens the directory `name` (at `depth` below the top, refused past
+/// MAX_DEPTH) and calls `f` with it and each entry's name but `.` and
+/// `..`. Returns the open directory.
+fn each_entry(
+    dir: BorrowedFd,
+    name: &CStr,
+    depth: u32,
+    mut f: impl FnMut(BorrowedFd, &CStr) -> Result<()>,
+) -> Result<OwnedFd> {
+    if depth >= MAX_DEPTH {
+        return Err(Errno::LOOP);
+    }
+    let d = open_dir(dir, name)?;
+    let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
+    let mut entries = RawDir::new(&d, &mut buf);
+    while let Some(entry) = entries.next() {
+        let entry = entry?;
+        if !is_dot(entry.file_name()) {
+            f(d.as_fd(), entry.file_name())?;
+        }
+    }
+    Ok(d)
 }
 
 /// `name` itself, not what a symlink points to.

@@ -54,14 +54,15 @@ fn generations(store: &Path) -> Vec<String> {
     gens
 }
 
-/// What an uninterrupted run writes to RESULT.
-fn reference(steps: u32) -> String {
-    let sandbox = sandbox(&format!("reference-{steps}"));
+/// What an uninterrupted run writes to RESULT (a directory state: `dir`).
+fn reference(steps: u32, dir: bool) -> String {
+    let sandbox = sandbox(&format!("reference-{steps}-{dir}"));
     let status = Command::new("./job")
         .args(["state", &steps.to_string(), "result"])
         .current_dir(&sandbox.dir)
         .env("SELF_JOB_STEP_MS", "0")
         .env("SELF_JOB_PAD", "65536")
+        .env("SELF_JOB_DIR", if dir { "1" } else { "0" })
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
@@ -87,7 +88,7 @@ fn checkpoints_commit_and_restarts_resume_to_the_uninterrupted_result() {
     assert_eq!(exits, [Some(85), Some(85), Some(85), Some(0)]);
     assert_eq!(
         std::fs::read_to_string(sandbox.path("result")).unwrap(),
-        reference(100)
+        reference(100, false)
     );
     // The newest and one older generation (--keep 1).
     assert_eq!(
@@ -400,23 +401,8 @@ fn a_directory_checkpoint_is_committed_and_swapped_back_whole() {
     );
     assert_eq!(
         std::fs::read_to_string(sandbox.path("result")).unwrap(),
-        reference_dir(90)
+        reference(90, true)
     );
-}
-
-fn reference_dir(steps: u32) -> String {
-    let sandbox = sandbox(&format!("reference-dir-{steps}"));
-    let status = Command::new("./job")
-        .args(["state", &steps.to_string(), "result"])
-        .current_dir(&sandbox.dir)
-        .env("SELF_JOB_STEP_MS", "0")
-        .env("SELF_JOB_PAD", "65536")
-        .env("SELF_JOB_DIR", "1")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    std::fs::read_to_string(sandbox.path("result")).unwrap()
 }
 
 #[test]
@@ -764,7 +750,7 @@ fn the_release_builds_commit_and_restore() {
         assert_eq!(codes, [Some(85), Some(85), Some(0)], "{target}");
         assert_eq!(
             std::fs::read_to_string(sandbox.path("result")).unwrap(),
-            reference_dir(90),
+            reference(90, true),
             "{target}"
         );
     }
