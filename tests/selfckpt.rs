@@ -44,6 +44,15 @@ fn self_mode(sandbox: &Sandbox, extra: &[&str], steps: u32) -> Command {
     cmd
 }
 
+/// `ckptrun --mode self --ckpt state --job-ckpt-exit 17 EXTRA... -- sh -c
+/// SCRIPT`: a shell script stands in for the job.
+fn self_sh(sandbox: &Sandbox, extra: &[&str], script: &str) -> Command {
+    let mut args = vec!["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    sandbox.ckptrun(&args)
+}
+
 fn generations(store: &Path) -> Vec<String> {
     let mut gens: Vec<String> = std::fs::read_dir(store)
         .unwrap()
@@ -137,52 +146,19 @@ fn sigterm_asks_for_a_checkpoint_and_a_torn_working_copy_is_never_used() {
 fn a_report_without_a_fresh_checkpoint_is_not_passed_on_as_one() {
     // The job exits 17 without writing anything: `sh` stands in for it.
     let sandbox = Sandbox::new("self-no-ckpt");
-    let out = run(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--",
-        "sh",
-        "-c",
-        "exit 17",
-    ]));
+    let out = run(self_sh(&sandbox, &[], "exit 17"));
     assert_eq!(out.code(), Some(121), "{}", out.stderr);
     assert!(out.stderr.contains("state is missing"), "{}", out.stderr);
 
     std::fs::write(sandbox.path("state"), b"").unwrap();
     let _ = std::fs::remove_dir_all(sandbox.path("ckptrun.store"));
-    let out = run(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--",
-        "sh",
-        "-c",
-        "exit 17",
-    ]));
+    let out = run(self_sh(&sandbox, &[], "exit 17"));
     assert_eq!(out.code(), Some(121));
     assert!(out.stderr.contains("state is empty"), "{}", out.stderr);
 
     std::fs::write(sandbox.path("state"), b"old").unwrap();
     let _ = std::fs::remove_dir_all(sandbox.path("ckptrun.store"));
-    let out = run(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--",
-        "sh",
-        "-c",
-        "exit 17",
-    ]));
+    let out = run(self_sh(&sandbox, &[], "exit 17"));
     assert_eq!(out.code(), Some(121));
     assert!(out.stderr.contains("not"), "{}", out.stderr);
     assert!(
@@ -196,18 +172,7 @@ fn a_report_without_a_fresh_checkpoint_is_not_passed_on_as_one() {
     );
 
     // Written: committed.
-    let out = run(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--",
-        "sh",
-        "-c",
-        "echo new > state; exit 17",
-    ]));
+    let out = run(self_sh(&sandbox, &[], "echo new > state; exit 17"));
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
     assert_eq!(
         std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap(),
@@ -218,20 +183,7 @@ fn a_report_without_a_fresh_checkpoint_is_not_passed_on_as_one() {
 #[test]
 fn the_jobs_own_exits_pass_through_except_the_checkpoint_code() {
     let sandbox = Sandbox::new("self-exits");
-    let job = |script: &str| {
-        run(sandbox.ckptrun([
-            "--mode",
-            "self",
-            "--ckpt",
-            "state",
-            "--job-ckpt-exit",
-            "17",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ]))
-    };
+    let job = |script: &str| run(self_sh(&sandbox, &[], script));
     assert_eq!(job("exit 0").code(), Some(0));
     assert_eq!(job("exit 3").code(), Some(3));
     let out = job("exit 85");
@@ -339,36 +291,14 @@ fn the_job_ad_sets_the_code_the_signal_and_options_win() {
         "SuccessCheckpointExitBySignal = true\nSuccessCheckpointExitSignal = 10\n",
     )
     .unwrap();
-    let mut cmd = sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--",
-        "sh",
-        "-c",
-        "echo y > state; exit 17",
-    ]);
+    let mut cmd = self_sh(&sandbox, &[], "echo y > state; exit 17");
     cmd.env("_CONDOR_JOB_AD", &ad);
     let out = run(cmd);
     assert_eq!(out.signal(), Some(libc::SIGUSR1), "{}", out.stderr);
 
     // A malformed ad is one warning, and the job runs as if there were none.
     std::fs::write(&ad, "this is not a job ad\n").unwrap();
-    let mut cmd = sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--",
-        "sh",
-        "-c",
-        "echo z > state; exit 17",
-    ]);
+    let mut cmd = self_sh(&sandbox, &[], "echo z > state; exit 17");
     cmd.env("_CONDOR_JOB_AD", &ad);
     let out = run(cmd);
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
@@ -448,22 +378,11 @@ fn a_restart_that_fails_fast_falls_back_once_to_the_generation_before() {
 #[test]
 fn a_job_that_does_not_answer_is_killed_after_ckpt_timeout() {
     let sandbox = Sandbox::new("self-timeout");
-    let running = start(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--ckpt-signal",
-        "USR1",
-        "--ckpt-timeout",
-        "0.5",
-        "--",
-        "sh",
-        "-c",
+    let running = start(self_sh(
+        &sandbox,
+        &["--ckpt-signal", "USR1", "--ckpt-timeout", "0.5"],
         "trap '' USR1; sleep 30",
-    ]));
+    ));
     std::thread::sleep(Duration::from_millis(200));
     running.signal(libc::SIGTERM);
     let out = running.finish();
@@ -608,32 +527,13 @@ fn usage_errors_are_one_line_and_125() {
 #[test]
 fn the_jobs_own_death_by_the_checkpoint_signal_is_not_a_checkpoint() {
     let sandbox = Sandbox::new("self-signal-collision");
-    let out = run(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--exit-by-signal",
-        "USR2",
-        "--",
-        "sh",
-        "-c",
+    let out = run(self_sh(
+        &sandbox,
+        &["--exit-by-signal", "USR2"],
         "kill -USR2 $$",
-    ]));
+    ));
     assert_eq!(out.code(), Some(122), "{}", out.stderr);
-    let out = run(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--exit-by-signal",
-        "KILL",
-        "true",
-    ]));
+    let out = run(self_sh(&sandbox, &["--exit-by-signal", "KILL"], "true"));
     assert_eq!(out.code(), Some(125));
     assert_one_error_line(&out, "every hard kill would look like a checkpoint");
 }
@@ -641,23 +541,7 @@ fn the_jobs_own_death_by_the_checkpoint_signal_is_not_a_checkpoint() {
 #[test]
 fn an_eviction_during_the_restart_grace_is_not_a_failed_restart() {
     let sandbox = Sandbox::new("self-grace-evicted");
-    let ckptrun = |script: &str| {
-        sandbox.ckptrun([
-            "--mode",
-            "self",
-            "-v",
-            "--ckpt",
-            "state",
-            "--job-ckpt-exit",
-            "17",
-            "--restart-grace",
-            "30",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-    };
+    let ckptrun = |script: &str| self_sh(&sandbox, &["-v", "--restart-grace", "30"], script);
     for n in 1..=2 {
         let out = run(ckptrun(&format!("echo {n} > state; exit 17")));
         assert_eq!(out.code(), Some(85), "{}", out.stderr);
@@ -678,18 +562,11 @@ fn an_eviction_during_the_restart_grace_is_not_a_failed_restart() {
 #[test]
 fn nothing_the_job_left_running_writes_into_a_committed_generation() {
     let sandbox = Sandbox::new("self-leftover");
-    let out = run(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--",
-        "sh",
-        "-c",
+    let out = run(self_sh(
+        &sandbox,
+        &[],
         "exec 3>>state; echo good >&3; ( sleep 0.5; echo LATE >&3 ) & exit 17",
-    ]));
+    ));
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(
@@ -762,20 +639,11 @@ fn a_checkpoint_finished_just_before_the_request_is_committed() {
     // and it exits 17 at once: the checkpoint is new in this run, so it
     // is good (the harness hit this race about once in 80 runs).
     let sandbox = Sandbox::new("self-race");
-    let running = start(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "state",
-        "--job-ckpt-exit",
-        "17",
-        "--ckpt-signal",
-        "USR1",
-        "--",
-        "sh",
-        "-c",
+    let running = start(self_sh(
+        &sandbox,
+        &["--ckpt-signal", "USR1"],
         "trap 'exit 17' USR1; echo done > state; while :; do sleep 0.05; done",
-    ]));
+    ));
     std::thread::sleep(Duration::from_millis(500));
     running.signal(libc::SIGTERM);
     let out = running.finish();
