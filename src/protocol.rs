@@ -95,6 +95,17 @@ pub fn checkpointed(
     what: impl fmt::Display,
     log: &Log,
 ) -> Verdict {
+    if let Some(sig) = by_signal
+        && rustix::process::getpid().is_init()
+    {
+        // PID 1 cannot die by a signal it raises; 128+N would read as an
+        // ordinary exit. The code is the checkpoint's other spelling.
+        log.warn(format_args!(
+            "job checkpointed to {what}; as PID 1 ckptrun cannot die by {}: exit {code}",
+            Name(sig)
+        ));
+        return Verdict::Exit(code);
+    }
     match by_signal {
         Some(sig) => {
             log.info(format_args!(

@@ -187,6 +187,19 @@ impl SelfCkpt {
     /// With `--ckpt-continue`: has every path been replaced since the
     /// request, and does it hold data?
     fn answered(&mut self) -> bool {
+        // Cheap first: has every path's top level been replaced?
+        let replaced = self
+            .store
+            .ckpts
+            .iter()
+            .zip(&self.at_request)
+            .all(|(c, before)| {
+                c.identity()
+                    .is_some_and(|id| before.is_none_or(|b| (b.dev, b.ino) != id))
+            });
+        if !replaced {
+            return false;
+        }
         self.store.fingerprints(&mut self.now);
         self.now.iter().zip(&self.at_request).all(|(now, before)| {
             now.is_some_and(|n| {
@@ -403,13 +416,13 @@ impl Protocol for SelfCkpt {
             }
             // The job said it is done: nothing it left in its process
             // group may write into the generation about to be committed.
-            let _ = crate::sys::kill(-ended.pid, libc::SIGKILL);
+            crate::supervise::end_group(ended.pid, log);
             return match self.commit(Take::Move, log) {
                 Ok(_) => self.checkpointed(log),
                 Err(()) => Verdict::Exit(COMMIT_FAILED),
             };
         }
-        if self.timed_out {
+        if self.timed_out && ended.signal() == Some(libc::SIGKILL) {
             return Verdict::Exit(NO_ANSWER);
         }
         protocol::guard_collision(ended, self.code, self.by_signal, log)

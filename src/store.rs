@@ -490,6 +490,12 @@ impl Ckpt {
         })
     }
 
+    /// The working path's (device, inode), if it exists.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        let st = tree::stat(self.parent.as_fd(), &self.name).ok()?;
+        Some((st.st_dev, st.st_ino))
+    }
+
     /// Moves the restored copy at `new` into place at `name`.
     fn swap_in(&self) -> Result<(), Errno> {
         let parent = self.parent.as_fd();

@@ -109,6 +109,30 @@ pub fn end_leftovers(job: Pid, grace: Duration, proc_is_ours: bool, log: &Log) {
     }
 }
 
+/// The job has ended and said it is done: SIGKILL what is left of its
+/// process group and reap it, so that none of it still runs (or finishes
+/// a write) afterwards. Bounded: a process stuck in the kernel is waited
+/// for END_GRACE at most. Processes that left the group are not touched.
+/// Does not allocate.
+pub fn end_group(pgid: Pid, log: &Log) {
+    let give_up = Instant::now() + END_GRACE;
+    while sys::kill(-pgid, libc::SIGKILL).is_ok() {
+        // Members are gone only once reaped (they are our children now).
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+        if sys::kill(-pgid, 0).is_err() {
+            return;
+        }
+        if Instant::now() > give_up {
+            log.warn(format_args!(
+                "processes the job left in its group survive SIGKILL after {}s; going on",
+                END_GRACE.as_secs()
+            ));
+            return;
+        }
+        let _ = sys::wait_signal(&SigSet::full(), Some(Duration::from_millis(10)));
+    }
+}
+
 /// `--pdeathsig`: when our parent dies, we receive `sig` (blocked, so the
 /// loop handles it like any signal). If the parent `was` has already died,
 /// the kernel will not send it: raise it now. The job does not inherit

@@ -653,3 +653,24 @@ fn a_checkpoint_finished_just_before_the_request_is_committed() {
         b"done\n"
     );
 }
+
+#[test]
+fn as_pid_1_a_checkpoint_by_signal_is_the_exit_code() {
+    // PID 1 cannot die by its own signal, and 128+N would read as an
+    // ordinary exit: the checkpoint code is used instead, and said.
+    let sandbox = Sandbox::new("self-pid1");
+    let mut unshare = pid_namespace();
+    let out = run(unshare
+        .arg(CKPTRUN)
+        .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+        .args(["--exit-by-signal", "USR1", "--", "sh", "-c"])
+        .arg("echo x > state; exit 17")
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("as PID 1 ckptrun cannot die by SIGUSR1: exit 85"),
+        "{}",
+        out.stderr
+    );
+}
