@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 
-use crate::error::Error;
+use crate::error::{Error, RESERVED_CODES};
 use crate::jobad::JobAd;
 use crate::log::Log;
 use crate::personality::{ArchChoice, Flags};
@@ -43,8 +43,6 @@ SuccessCheckpointExitBySignal/Signal, KillSig, CheckpointSig and
 JobMaxVacateTime are used where no option says otherwise.
 
 Options for every checkpointing mode:
-      --mode condor|self|init
-                          the checkpoint protocol [default: condor]
   -c, --ckpt PATH         condor: the checkpoint file [default: PROGRAM as
                           given + .ckpt]; self: a file or directory the job
                           writes its checkpoint to (repeatable)
@@ -93,6 +91,8 @@ Options for --mode self:
                           once from the generation before
 
 Options for every mode:
+      --mode condor|self|init
+                          the checkpoint protocol [default: condor]
       --map FROM:TO       deliver signal FROM to the job as TO (names or
                           numbers; TO = 0 drops it); repeatable. Built in:
                           condor TERM:TSTP, TSTP:TSTP, USR2:USR2; self
@@ -120,10 +120,11 @@ Exit status:
   121  condor: the job died by SIGUSR2 but wrote no checkpoint during this
        run; self: the job reported a checkpoint that is missing, empty, or
        not written during this run
-  122  the job itself exited with the checkpoint code (never passed on:
-       HTCondor would restart it forever)
+  122  the job itself exited with the checkpoint code, or died by the
+       checkpoint signal (never passed on: HTCondor would restart it forever)
   123  self: the checkpoint could not be committed (the last one is kept)
-  124  the job did not checkpoint and exit within --ckpt-timeout
+  124  the job did not checkpoint and exit within --ckpt-timeout (or the
+       job ad's eviction budget); ckptrun killed it
   (the checkpoint code must be 1-128 and not one of 120-127)
   125  ckptrun failed; 126 PROGRAM cannot run; 127 PROGRAM not found
   a job killed by signal N: ckptrun dies by N (exits 128+N as PID 1)
@@ -335,10 +336,6 @@ impl Config {
         }
     }
 }
-
-/// Exit codes ckptrun gives its own verdicts; a checkpoint code may not be
-/// one of them, nor 0, nor above 128.
-pub const RESERVED_CODES: [u8; 8] = [120, 121, 122, 123, 124, 125, 126, 127];
 
 /// The modes an option is for.
 const C: u8 = 1;

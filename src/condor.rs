@@ -2,7 +2,11 @@
 //! `-_condor_ckpt FILE`, or `-_condor_restart FILE -_condor_relocatable`
 //! when FILE holds a checkpoint; SIGTSTP asks for "checkpoint and exit",
 //! SIGUSR2 for "checkpoint and continue"; a job that checkpointed and
-//! exited dies by SIGUSR2, which becomes HTCondor's checkpoint exit code.
+//! exited dies by SIGUSR2, which becomes HTCondor's checkpoint exit code
+//! (or death by the job ad's or --exit-by-signal's signal). The job ad's
+//! KillSig and CheckpointSig also ask for "checkpoint and exit"; a request
+//! not answered within --ckpt-timeout (for an eviction, the ad's
+//! JobMaxVacateTime less 10%) kills the job: exit 124.
 
 use std::ffi::OsString;
 
@@ -10,18 +14,10 @@ use std::time::{Duration, Instant};
 
 use crate::ckptfile::{CkptFile, Found, Snapshot};
 use crate::cli::Config;
-use crate::error::Error;
+use crate::error::{Error, NO_ANSWER, NO_CHECKPOINT, NOT_CHECKPOINTABLE};
 use crate::log::Log;
 use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::sys::Sig;
-
-/// The job stopped on SIGTSTP instead of checkpointing: it is not
-/// condor_compile'd. ckptrun ended it.
-pub const NOT_CHECKPOINTABLE: u8 = 120;
-/// The job died by SIGUSR2 but wrote no checkpoint during this run.
-pub const NO_CHECKPOINT: u8 = 121;
-/// The job did not checkpoint and exit within the time it had.
-pub const NO_ANSWER: u8 = 124;
 
 /// The old checkpoint-wrapper's signal table: eviction (SIGTERM) and
 /// SIGTSTP mean "checkpoint and exit", SIGUSR2 "checkpoint and continue".

@@ -1,18 +1,46 @@
 //! Errors as values: what failed, why, and the exit code that says so.
 //!
-//! ckptrun's own exit codes follow coreutils `env` and `timeout`: 125 when
-//! ckptrun itself failed (bad usage, a checkpoint path it cannot use, a
-//! refused personality), 126 when PROGRAM was found but could not be
-//! executed, 127 when it was not found.
+//! ckptrun's own exit codes: 120-123 say what went wrong with a
+//! checkpoint; the rest follow coreutils `timeout` and `env`: 124 when the
+//! job did not checkpoint in time, 125 when ckptrun itself failed (bad
+//! usage, a checkpoint path it cannot use, a refused personality), 126
+//! when PROGRAM was found but could not be executed, 127 when it was not
+//! found.
 
 use core::fmt;
 
+/// condor: the job stopped on SIGTSTP instead of checkpointing: it is
+/// not condor_compile'd. ckptrun ended it.
+pub const NOT_CHECKPOINTABLE: u8 = 120;
+/// condor: the job died by SIGUSR2 but wrote no checkpoint during this
+/// run. self: it reported a checkpoint that is missing, empty, or not
+/// written during this run (since the start or the last commit).
+pub const NO_CHECKPOINT: u8 = 121;
+/// The job itself ended the way a checkpoint is reported to HTCondor.
+pub const CODE_COLLISION: u8 = 122;
+/// self: the checkpoint could not be committed (the previous one is kept).
+pub const COMMIT_FAILED: u8 = 123;
+/// The job did not checkpoint and exit within the time it had.
+pub const NO_ANSWER: u8 = 124;
 /// ckptrun itself failed.
 pub const LAUNCHER_FAILED: u8 = 125;
 /// PROGRAM was found but could not be executed.
 pub const CANNOT_EXECUTE: u8 = 126;
 /// PROGRAM was not found.
 pub const NOT_FOUND: u8 = 127;
+
+/// Every code ckptrun gives its own verdicts; a checkpoint code may not be
+/// one of them.
+pub const RESERVED_CODES: [u8; 8] = [
+    NOT_CHECKPOINTABLE,
+    NO_CHECKPOINT,
+    CODE_COLLISION,
+    COMMIT_FAILED,
+    NO_ANSWER,
+    LAUNCHER_FAILED,
+    CANNOT_EXECUTE,
+    NOT_FOUND,
+];
 
 /// One line for the user, `what: why`, and the exit code.
 #[derive(Debug)]

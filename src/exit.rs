@@ -1,5 +1,6 @@
-//! Ending ckptrun the way the verdict says: an exit code, or death by the
-//! job's signal so that HTCondor records ExitBySignal.
+//! Ending ckptrun the way the verdict says: an exit code, or death by a
+//! signal (the job's, or the checkpoint's) so that HTCondor records
+//! ExitBySignal and the signal.
 
 use rustix::process::{Resource, Rlimit};
 

@@ -2,9 +2,11 @@
 //! checkpoint, be evicted, and resume where it left off.
 //!
 //! The story, step by step: block signals and note what was inherited;
-//! parse the command line; plan the launch (find PROGRAM, read its
-//! architecture, look for a checkpoint); set the personality; start the
-//! job; supervise it; turn its end into ckptrun's.
+//! parse the command line, then HTCondor's job ad; plan the launch (find
+//! PROGRAM; condor: read its architecture, look for a checkpoint; self:
+//! restore the working copy from the store); set the personality
+//! (condor); start the job; supervise it, starting it once more if the
+//! protocol falls back; turn its end into ckptrun's.
 //!
 //! `no_main`: the C runtime calls `main` directly, so Rust's start-up code
 //! never runs. That code would set SIGPIPE to SIG_IGN (which would leak
@@ -137,7 +139,7 @@ fn start_and_supervise(
         }
         let started = std::time::Instant::now();
         let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);
-        // Self mode may fall back to an older checkpoint once.
+        // The protocol may want one more start (self mode's fallback).
         if !protocol.again(ended, started.elapsed(), log) {
             break (job, ended);
         }

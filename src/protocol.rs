@@ -1,12 +1,14 @@
-//! What varies between checkpoint protocols (condor today; self and dmtcp
-//! later): how a signal ckptrun receives reaches the job, what a periodic
-//! tick asks of it, what a stopped job means, and how its end is judged.
-//! Spawning, supervising, reaping and exiting are shared and know nothing
-//! of checkpoints.
+//! What varies between checkpoint protocols (condor, self, init; dmtcp
+//! later): how a signal ckptrun receives reaches the job, what a timer
+//! asks of it, what a stopped job means, whether it starts again, and how
+//! its end is judged. Spawning, supervising, reaping and exiting are
+//! shared; they carry out the protocol's actions and know nothing of
+//! checkpoints.
 
 use core::fmt;
 use std::time::{Duration, Instant};
 
+use crate::error::CODE_COLLISION;
 use crate::log::Log;
 use crate::procfs;
 use crate::signals::{self, Name};
@@ -138,9 +140,6 @@ pub fn guard_collision(ended: Ended, code: u8, by_signal: Option<Sig>, log: &Log
     Verdict::Exit(CODE_COLLISION)
 }
 
-/// The job itself ended the way a checkpoint is reported to HTCondor.
-pub const CODE_COLLISION: u8 = 122;
-
 /// The job's end as ckptrun's own: its exit code, or death by its signal.
 pub fn pass_on(ended: Ended) -> Verdict {
     match (ended.exit_code(), ended.signal()) {
@@ -153,7 +152,8 @@ pub fn pass_on(ended: Ended) -> Verdict {
 pub trait Protocol {
     /// ckptrun received `sig` (never SIGCHLD).
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action;
-    /// The `--interval` timer fired.
+    /// The supervisor's `--interval` timer fired (condor mode; a protocol
+    /// that keeps its own timer uses `deadline` instead).
     fn on_tick(&mut self, job: &Job) -> Action;
     /// The job stopped with `sig`.
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action;

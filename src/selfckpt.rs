@@ -17,21 +17,13 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::time::{Duration, Instant};
 
 use crate::cli::Config;
-use crate::error::Error;
+use crate::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::log::Log;
 use crate::protocol::{self, Action, Ended, Job, Protocol, READY_GRACE, Routes, Verdict};
 use crate::signals::Name;
 use crate::store::{Start, Store, Take};
 use crate::sys::Sig;
 use crate::tree::Fingerprint;
-
-/// The job reported a checkpoint that is missing, empty, or was not
-/// written during this run (since the start or the last commit).
-pub const NO_CHECKPOINT: u8 = 121;
-/// The checkpoint could not be committed (the previous one is kept).
-pub const COMMIT_FAILED: u8 = 123;
-/// The job did not answer a "checkpoint and exit" request in time.
-pub const NO_ANSWER: u8 = crate::condor::NO_ANSWER;
 
 /// How often a running job's checkpoint is looked at after a
 /// `--ckpt-continue` request, and a request retried while the job has no

@@ -337,7 +337,7 @@ impl<P: Protocol> Supervisor<'_, P> {
         if self.protocol.deadline().is_some_and(|t| t <= now) {
             let action = self.protocol.on_deadline(&self.job, self.log);
             if action != Action::Drop {
-                self.act(format_args!("checkpoint timer"), action);
+                self.act(format_args!("timer"), action);
             }
         }
     }
