@@ -12,7 +12,7 @@ use crate::jobad::JobAd;
 use crate::log::Log;
 use crate::personality::{ArchChoice, Flags};
 use crate::signals;
-use crate::supervise::{Periodic, Supervision};
+use crate::supervise::Supervision;
 use crate::sys::Sig;
 
 pub const HELP: &str = "\
@@ -264,16 +264,9 @@ impl Config {
         }
     }
 
-    /// How the supervisor runs: the `--interval` timer (condor mode; in
-    /// self mode the protocol keeps its own) and `--pgroup`.
+    /// How the supervisor runs: `--pgroup`.
     pub fn supervision(&self) -> Supervision {
-        let interval = self.interval.filter(|_| self.mode == Mode::Condor);
-        let periodic = interval.map(|every| Periodic {
-            every,
-            repeat: self.interval_continue,
-        });
         Supervision {
-            periodic,
             pgroup: self.pgroup,
         }
     }

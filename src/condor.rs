@@ -16,7 +16,8 @@ use crate::ckptfile::{CkptFile, Found, Snapshot};
 use crate::cli::Config;
 use crate::error::{Error, NO_ANSWER, NO_CHECKPOINT, NOT_CHECKPOINTABLE};
 use crate::log::Log;
-use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
+use crate::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
+use crate::signals::Name;
 use crate::sys::Sig;
 
 /// The old checkpoint-wrapper's signal table: eviction (SIGTERM) and
@@ -33,7 +34,11 @@ pub struct Condor {
     ckpt_exit_code: u8,
     exit_by_signal: Option<Sig>,
     routes: Routes,
+    /// `--interval`: the request it sends, how often, and when next.
     tick: Sig,
+    every: Option<Duration>,
+    repeat: bool,
+    next_tick: Option<Instant>,
     ended_by_us: bool,
     /// How long a "checkpoint and exit" request may take: --ckpt-timeout,
     /// or for an eviction the job ad's JobMaxVacateTime (less 10%).
@@ -100,6 +105,9 @@ impl Condor {
             } else {
                 libc::SIGTSTP
             },
+            every: config.interval,
+            repeat: config.interval_continue,
+            next_tick: config.interval.map(|every| Instant::now() + every),
             ended_by_us: false,
             timeout: config.ckpt_timeout,
             evict_timeout: config
@@ -147,25 +155,37 @@ impl Protocol for Condor {
         action
     }
 
-    fn on_tick(&mut self, job: &Job) -> Action {
+    fn deadline(&self) -> Option<Instant> {
+        [self.answer_by, self.next_tick].into_iter().flatten().min()
+    }
+
+    fn on_deadline(&mut self, job: &Job, log: &Log) -> Action {
+        let now = Instant::now();
+        if self.answer_by.is_some_and(|t| t <= now) {
+            self.answer_by = None;
+            self.timed_out = true;
+            log.warn(format_args!(
+                "job did not checkpoint and exit in time; killing it (exit {NO_ANSWER})"
+            ));
+            return Action::Kill;
+        }
+        if self.next_tick.is_none_or(|t| t > now) {
+            return Action::Drop;
+        }
         let action = when_ready(Action::Forward(self.tick), job);
-        if action == Action::Forward(libc::SIGTSTP) {
+        if action == Action::Hold {
+            self.next_tick = Some(now + HOLD_RETRY);
+            return Action::Drop;
+        }
+        self.next_tick = self.every.filter(|_| self.repeat).map(|every| now + every);
+        log.info(format_args!(
+            "--interval: asking the job for a checkpoint ({})",
+            Name(self.tick)
+        ));
+        if self.tick == libc::SIGTSTP {
             self.asked(self.timeout);
         }
         action
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.answer_by
-    }
-
-    fn on_deadline(&mut self, _job: &Job, log: &Log) -> Action {
-        self.answer_by = None;
-        self.timed_out = true;
-        log.warn(format_args!(
-            "job did not checkpoint and exit in time; killing it (exit {NO_ANSWER})"
-        ));
-        Action::Kill
     }
 
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action {

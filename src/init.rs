@@ -25,11 +25,6 @@ impl Protocol for Init {
         self.routes.route(sig)
     }
 
-    /// Never called: `--interval` is refused in this mode.
-    fn on_tick(&mut self, _job: &Job) -> Action {
-        Action::Drop
-    }
-
     /// A stopped job is its own business (job control, a debugger).
     fn on_stop(&mut self, _sig: Sig, _log: &Log) -> Action {
         Action::Drop

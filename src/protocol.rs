@@ -152,12 +152,10 @@ pub fn pass_on(ended: Ended) -> Verdict {
 pub trait Protocol {
     /// ckptrun received `sig` (never SIGCHLD).
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action;
-    /// The supervisor's `--interval` timer fired (condor mode; a protocol
-    /// that keeps its own timer uses `deadline` instead).
-    fn on_tick(&mut self, job: &Job) -> Action;
     /// The job stopped with `sig`.
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action;
-    /// When the protocol's own timer (if any) next wants `on_deadline`.
+    /// When the protocol's own timer (`--interval`, a request's time
+    /// limit) next wants `on_deadline`, if ever.
     fn deadline(&self) -> Option<Instant> {
         None
     }
@@ -173,6 +171,10 @@ pub trait Protocol {
         false
     }
 }
+
+/// How often a request held because the job is not ready (see
+/// `when_ready`) is tried again.
+pub const HOLD_RETRY: Duration = Duration::from_millis(50);
 
 /// How long after exec a job may take to install its checkpoint
 /// handlers. A checkpoint request that arrives earlier is held until the

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::cli::Config;
 use crate::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::log::Log;
-use crate::protocol::{self, Action, Ended, Job, Protocol, READY_GRACE, Routes, Verdict};
+use crate::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
 use crate::signals::Name;
 use crate::store::{Start, Store, Take};
 use crate::sys::Sig;
@@ -287,12 +287,6 @@ impl Protocol for SelfCkpt {
         action
     }
 
-    /// Never called: the supervisor's timer is off in this mode; the
-    /// interval is `deadline`'s.
-    fn on_tick(&mut self, _job: &Job) -> Action {
-        Action::Drop
-    }
-
     fn on_stop(&mut self, _sig: Sig, _log: &Log) -> Action {
         Action::Drop
     }
@@ -346,8 +340,8 @@ impl Protocol for SelfCkpt {
                 self.next_tick = None;
                 return Action::Drop;
             };
-            if job.started.elapsed() < READY_GRACE && !job.catches(request) {
-                self.next_tick = Some(now + POLL);
+            if protocol::when_ready(Action::Forward(request), &[request], job) == Action::Hold {
+                self.next_tick = Some(now + HOLD_RETRY);
                 return Action::Drop;
             }
             log.info(format_args!(

@@ -9,28 +9,16 @@ use rustix::process::WaitOptions;
 
 use crate::log::Log;
 use crate::procfs;
-use crate::protocol::{Action, Ended, Job, Protocol};
+use crate::protocol::{Action, Ended, HOLD_RETRY, Job, Protocol};
 use crate::signals::{self, Name};
 use crate::sys::{self, Pid, Sig, SigSet};
 
 /// How long a job ended with SIGTERM may take before SIGKILL.
 pub const END_GRACE: Duration = Duration::from_secs(10);
 
-/// How often a held request is offered to the protocol again.
-const HOLD_RETRY: Duration = Duration::from_millis(50);
-
-/// The `--interval` timer.
-#[derive(Clone, Copy)]
-pub struct Periodic {
-    pub every: Duration,
-    /// Fire again after each tick (checkpoint and continue), or once.
-    pub repeat: bool,
-}
-
 /// How to supervise, from the command line.
 #[derive(Clone, Copy)]
 pub struct Supervision {
-    pub periodic: Option<Periodic>,
     /// Signal the job's whole process group, not only the job.
     pub pgroup: bool,
 }
@@ -160,8 +148,6 @@ pub fn supervise(pid: Pid, protocol: &mut impl Protocol, how: Supervision, log: 
         protocol,
         log,
         target: if how.pgroup { -pid } else { pid },
-        periodic: how.periodic,
-        tick_at: how.periodic.map(|p| started + p.every),
         kill_at: None,
         held: Held::default(),
     };
@@ -188,8 +174,6 @@ struct Supervisor<'a, P> {
     target: Pid,
     protocol: &'a mut P,
     log: &'a Log,
-    periodic: Option<Periodic>,
-    tick_at: Option<Instant>,
     kill_at: Option<Instant>,
     held: Held,
 }
@@ -198,7 +182,6 @@ struct Supervisor<'a, P> {
 #[derive(Default)]
 struct Held {
     signals: u64,
-    tick: bool,
     retry_at: Option<Instant>,
 }
 
@@ -252,23 +235,6 @@ impl<P: Protocol> Supervisor<'_, P> {
         self.act(format_args!("received {}", Name(sig)), action);
     }
 
-    fn tick(&mut self, was_held: bool) {
-        let action = self.protocol.on_tick(&self.job);
-        if action == Action::Hold {
-            if !was_held {
-                self.log.info(format_args!(
-                    "periodic checkpoint: held until the job handles it"
-                ));
-            }
-            self.held.tick = true;
-            self.held
-                .retry_at
-                .get_or_insert(Instant::now() + HOLD_RETRY);
-            return;
-        }
-        self.act(format_args!("periodic checkpoint"), action);
-    }
-
     /// Carries out `action`, logging it after `why` on one line.
     fn act(&mut self, why: fmt::Arguments<'_>, action: Action) {
         match action {
@@ -297,15 +263,10 @@ impl<P: Protocol> Supervisor<'_, P> {
 
     /// Time until the nearest deadline, if any.
     fn time_left(&self) -> Option<Duration> {
-        let next = [
-            self.tick_at,
-            self.kill_at,
-            self.held.retry_at,
-            self.protocol.deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()?;
+        let next = [self.kill_at, self.held.retry_at, self.protocol.deadline()]
+            .into_iter()
+            .flatten()
+            .min()?;
         Some(next.saturating_duration_since(Instant::now()))
     }
 
@@ -324,20 +285,11 @@ impl<P: Protocol> Supervisor<'_, P> {
             for sig in (1..=signals::MAX).filter(|s| held.signals & (1 << (s - 1)) != 0) {
                 self.signal(sig, true);
             }
-            if held.tick {
-                self.tick(true);
-            }
-        }
-        if let (Some(t), Some(p)) = (self.tick_at, self.periodic)
-            && t <= now
-        {
-            self.tick_at = p.repeat.then(|| now + p.every);
-            self.tick(false);
         }
         if self.protocol.deadline().is_some_and(|t| t <= now) {
             let action = self.protocol.on_deadline(&self.job, self.log);
             if action != Action::Drop {
-                self.act(format_args!("timer"), action);
+                self.act(format_args!("checkpoint timer"), action);
             }
         }
     }
