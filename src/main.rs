@@ -52,7 +52,7 @@ use crate::signals::Inherited;
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
-    let config = match cli::parse(args(argc, argv), |name| std::env::var_os(name)) {
+    let mut config = match cli::parse(args(argc, argv), |name| std::env::var_os(name)) {
         Ok(Request::Run(config)) => *config,
         Ok(Request::Help) => return print(cli::HELP),
         Ok(Request::Version) => return print(&version()),
@@ -60,7 +60,6 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     };
     let log = Log::open(config.log.as_deref(), config.verbose)
         .unwrap_or_else(|e| fail(&Log::stderr_only(), e));
-    let mut config = config;
     if config.mode != Mode::Init
         && let Some(ad) = jobad::from_env(|name| std::env::var_os(name), &log)
     {

@@ -21,7 +21,7 @@ use crate::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::log::Log;
 use crate::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
 use crate::signals::Name;
-use crate::store::{Start, Store, Take};
+use crate::store::{Store, Take};
 use crate::sys::Sig;
 use crate::tree::Fingerprint;
 
@@ -66,7 +66,8 @@ pub struct SelfCkpt {
     fell_back: bool,
     timed_out: bool,
     /// `--ckpt-continue` eviction: committed, then the job was killed.
-    committed_then_killed: Option<Result<u64, ()>>,
+    /// Whether that commit succeeded.
+    committed_then_killed: Option<bool>,
 }
 
 /// A request sent and not yet answered.
@@ -83,11 +84,9 @@ impl SelfCkpt {
     /// protocol and the arguments to append to the job's own (the
     /// `--restart-arg`s, when it restarts from a checkpoint).
     pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
-        let (store, start) = Store::open(&config.store, &config.ckpt, config.keep, log)?;
-        let restored = match start {
-            Start::Restored(g) if g >= 1 => Some(g),
-            _ => None,
-        };
+        let (store, restored) = Store::open(&config.store, &config.ckpt, config.keep, log)?;
+        // Generation 0 is the starting state, not a checkpoint.
+        let restored = restored.filter(|&g| g >= 1);
         let extra = match restored {
             Some(g) => {
                 log.info(format_args!(
@@ -306,7 +305,7 @@ impl Protocol for SelfCkpt {
                     self.pending = None;
                     let committed = self.commit(Take::Copy, log);
                     if p.exit {
-                        self.committed_then_killed = Some(committed);
+                        self.committed_then_killed = Some(committed.is_ok());
                         return Action::Kill;
                     }
                     self.next_tick = self.interval.map(|i| Instant::now() + i);
@@ -390,11 +389,10 @@ impl Protocol for SelfCkpt {
     }
 
     fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
-        if let Some(committed) = self.committed_then_killed {
-            return match committed {
-                Ok(_) => self.checkpointed(log),
-                Err(()) => Verdict::Exit(COMMIT_FAILED),
-            };
+        match self.committed_then_killed {
+            Some(true) => return self.checkpointed(log),
+            Some(false) => return Verdict::Exit(COMMIT_FAILED),
+            None => {}
         }
         if self.reported(ended) {
             if !self.check_report(log) {

@@ -35,6 +35,7 @@ use std::path::Path;
 use rustix::fs::{CWD, FileType, Mode, RawDir, RenameFlags, SeekFrom};
 use rustix::io::Errno;
 
+use crate::ckptfile::dir_of;
 use crate::error::Error;
 use crate::log::Log;
 use crate::tree::{self, Fingerprint};
@@ -68,18 +69,6 @@ pub struct Ckpt {
     new: CString,
     old: CString,
     aside: CString,
-}
-
-/// What `open` found and did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
-    /// First start: the store was created with generation 0, the paths
-    /// as they are.
-    Created,
-    /// The working paths now hold a copy of this generation.
-    Restored(u64),
-    /// The store has no generation; any working path was set aside.
-    Empty,
 }
 
 /// A failed step of a commit or restore, for one line in the log.
@@ -140,13 +129,16 @@ impl GenName {
 impl Store {
     /// Opens (or, on a first start, creates) the store, cleans up scratch
     /// an interruption left, and makes the working paths a private copy of
-    /// the newest generation. Runs before the job starts.
+    /// the newest generation. Returns the store and the generation the
+    /// working paths now hold a copy of (none on a first start, which
+    /// made generation 0 of the paths as they are, or with no generation,
+    /// when any working path was set aside). Runs before the job starts.
     pub fn open(
         dir: &OsStr,
         paths: &[OsString],
         keep: u32,
         log: &Log,
-    ) -> Result<(Self, Start), Error> {
+    ) -> Result<(Self, Option<u64>), Error> {
         let shown = dir.to_os_string();
         let ckpts = paths.iter().map(Ckpt::new).collect::<Result<Vec<_>, _>>()?;
         for (i, c) in ckpts.iter().enumerate() {
@@ -182,21 +174,18 @@ impl Store {
                 "created {} with generation 0: the job's starting state",
                 dir.display()
             ));
-            return Ok((store, Start::Created));
+            return Ok((store, None));
         }
-        let start = match store.newest().map_err(|f| store.error(f))? {
-            Some(g) => {
-                store.restore(g, log).map_err(|f| store.error(f))?;
-                Start::Restored(g)
-            }
+        let newest = store.newest().map_err(|f| store.error(f))?;
+        match newest {
+            Some(g) => store.restore(g, log).map_err(|f| store.error(f))?,
             None => {
                 for c in &store.ckpts {
                     c.set_aside(log).map_err(|f| store.error(f))?;
                 }
-                Start::Empty
             }
-        };
-        Ok((store, start))
+        }
+        Ok((store, newest))
     }
 
     /// Builds DIR with generation 0 under a temporary name, then renames
@@ -460,10 +449,7 @@ impl Ckpt {
                 ));
             }
         };
-        let parent = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let parent = dir_of(p);
         let fd = tree::open_named_dir(CWD, &cstring(parent.as_os_str())?).map_err(|e| {
             Error::usage(
                 path.display(),
@@ -576,14 +562,7 @@ fn resolved(path: &Path) -> std::path::PathBuf {
         return p;
     }
     match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => {
-            let parent = if parent.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                parent
-            };
-            resolved(parent).join(name)
-        }
+        (Some(_), Some(name)) => resolved(dir_of(path)).join(name),
         _ => path.to_path_buf(),
     }
 }
@@ -594,15 +573,8 @@ fn cstring(s: &OsStr) -> Result<CString, Error> {
 
 /// fsyncs the directory holding `path`, so that a rename there is durable.
 fn sync_parent(path: &Path) -> Result<(), Errno> {
-    let parent = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let fd = tree::open_dir(
-        CWD,
-        &CString::new(parent.as_os_str().as_bytes()).map_err(|_| Errno::INVAL)?,
-    )?;
-    rustix::fs::fsync(&fd)
+    let parent = CString::new(dir_of(path).as_os_str().as_bytes()).map_err(|_| Errno::INVAL)?;
+    rustix::fs::fsync(tree::open_named_dir(CWD, &parent)?)
 }
 
 #[cfg(test)]
