@@ -296,7 +296,7 @@ impl Config {
             && !by_code
             && !explicit("exit-by-signal")
         {
-            match not_kill(sig) {
+            match signals::not_kill(sig) {
                 Ok(()) => {
                     log.info(format_args!(
                         "job ad: checkpoint exit by {}",
@@ -605,7 +605,7 @@ fn set(
         }
         "ckpt" => config.ckpt.push(path()?),
         "ckpt-exit-code" => config.ckpt_exit_code = exit_code(&text()?, from)?,
-        "exit-by-signal" => config.exit_by_signal = Some(signal(&not_kill)?),
+        "exit-by-signal" => config.exit_by_signal = Some(signal(&signals::not_kill)?),
         "store" => config.store = path()?,
         "keep" => {
             let text = text()?;
@@ -632,10 +632,10 @@ fn set(
                 libc::SIGKILL => Err(
                     "SIGKILL is how killed jobs die (OOM, eviction); pick a signal only the job sends",
                 ),
-                _ => kills(sig),
+                _ => signals::kills(sig),
             })?);
         }
-        "ckpt-signal" => config.ckpt_signal = Some(signal(&catchable)?),
+        "ckpt-signal" => config.ckpt_signal = Some(signal(&signals::catchable)?),
         "ckpt-continue" => config.ckpt_continue = true,
         "ckpt-timeout" => config.ckpt_timeout = Some(duration(&text()?, from)?),
         "restart-arg" => config.restart_args.push(value.clone().unwrap_or_default()),
@@ -676,7 +676,7 @@ fn set(
         "pdeathsig" => {
             config.pdeathsig = Some(signal(&|sig| match sig {
                 libc::SIGCHLD => Err("SIGCHLD cannot be handled like other signals"),
-                _ => catchable(sig),
+                _ => signals::catchable(sig),
             })?);
         }
         "status-file" => config.status_file = Some(path()?),
@@ -691,37 +691,6 @@ fn set(
 /// The `&'static` name from OPTIONS.
 fn name_of(name: &str) -> &'static str {
     OPTIONS.iter().find(|o| o.0 == name).map_or("", |o| o.0)
-}
-
-/// A signal ckptrun can receive and pass on.
-fn catchable(sig: Sig) -> Result<(), &'static str> {
-    match sig {
-        libc::SIGKILL | libc::SIGSTOP => Err("cannot be caught"),
-        _ => Ok(()),
-    }
-}
-
-/// A signal ckptrun may die by to say "checkpointed": not SIGKILL, which
-/// every hard kill (OOM, HTCondor's own) would then look like.
-fn not_kill(sig: Sig) -> Result<(), &'static str> {
-    match sig {
-        libc::SIGKILL => Err("every hard kill would look like a checkpoint; pick another"),
-        _ => kills(sig),
-    }
-}
-
-/// A signal whose default action ends a process, so a death by it can be
-/// seen.
-fn kills(sig: Sig) -> Result<(), &'static str> {
-    match sig {
-        libc::SIGCHLD | libc::SIGCONT | libc::SIGURG | libc::SIGWINCH => {
-            Err("is ignored by default: nothing dies by it")
-        }
-        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
-            Err("stops a process, it does not end it")
-        }
-        _ => Ok(()),
-    }
 }
 
 fn exit_code(text: &str, from: &Source) -> Result<u8, Error> {
@@ -761,12 +730,8 @@ fn signal_map(text: &str, from: &Source) -> Result<(Sig, Sig), Error> {
         .ok_or_else(|| Error::usage(what(), format!("unknown signal {from_name:?}")))?;
     let to_sig =
         signals::parse(to).ok_or_else(|| Error::usage(what(), format!("unknown signal {to:?}")))?;
-    if [libc::SIGKILL, libc::SIGSTOP].contains(&from_sig) {
-        return Err(Error::usage(
-            what(),
-            format!("{} cannot be caught", signals::Name(from_sig)),
-        ));
-    }
+    signals::catchable(from_sig)
+        .map_err(|why| Error::usage(what(), format!("{} {why}", signals::Name(from_sig))))?;
     if from_sig == libc::SIGCHLD {
         return Err(Error::usage(
             what(),

@@ -242,7 +242,7 @@ const CATCHABLE: &str = "a signal other than SIGKILL and SIGSTOP";
 
 /// A signal the job can catch: KillSig and CheckpointSig ask it to act.
 fn catchable(value: &Value<'_>) -> Option<Sig> {
-    signal(value).filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
+    signal(value).filter(|&s| signals::catchable(s).is_ok())
 }
 
 /// Bytes from the ad shown as printable ASCII (`?` for anything else) and

@@ -41,6 +41,37 @@ const NAMES: [(&str, Sig); 31] = [
     ("SYS", libc::SIGSYS),
 ];
 
+/// A signal ckptrun can receive and pass on.
+pub fn catchable(sig: Sig) -> Result<(), &'static str> {
+    match sig {
+        libc::SIGKILL | libc::SIGSTOP => Err("cannot be caught"),
+        _ => Ok(()),
+    }
+}
+
+/// A signal ckptrun may die by to say "checkpointed": not SIGKILL, which
+/// every hard kill (OOM, HTCondor's own) would then look like.
+pub fn not_kill(sig: Sig) -> Result<(), &'static str> {
+    match sig {
+        libc::SIGKILL => Err("every hard kill would look like a checkpoint; pick another"),
+        _ => kills(sig),
+    }
+}
+
+/// A signal whose default action ends a process, so a death by it can be
+/// seen.
+pub fn kills(sig: Sig) -> Result<(), &'static str> {
+    match sig {
+        libc::SIGCHLD | libc::SIGCONT | libc::SIGURG | libc::SIGWINCH => {
+            Err("is ignored by default: nothing dies by it")
+        }
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
+            Err("stops a process, it does not end it")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The highest signal number Linux delivers.
 pub const MAX: Sig = 64;
 

@@ -204,21 +204,7 @@ impl Store {
             ckpts,
             keep,
         };
-        rustix::fs::mkdirat(&store.dir, BUILDING, Mode::from_raw_mode(0o755)).map_err(fail)?;
-        let building = tree::open_dir(store.dir.as_fd(), BUILDING).map_err(fail)?;
-        for c in &store.ckpts {
-            match tree::stat(c.parent.as_fd(), &c.name) {
-                Err(Errno::NOENT) => continue,
-                Err(e) => return Err(Error::os(c.path.display(), e)),
-                Ok(_) => {}
-            }
-            tree::copy(c.parent.as_fd(), &c.name, building.as_fd(), &c.name)
-                .map_err(|e| Error::os(c.path.display(), e))?;
-        }
-        rustix::fs::fsync(&building).map_err(fail)?;
-        rustix::fs::renameat(&store.dir, BUILDING, &store.dir, GenName::new(0).c())
-            .map_err(fail)?;
-        rustix::fs::fsync(&store.dir).map_err(fail)?;
+        store.build(Take::Copy, 0).map_err(|f| store.error(f))?;
         rustix::fs::rename(&tmp, c_dir).map_err(fail)?;
         sync_parent(Path::new(shown)).map_err(fail)?;
         Ok(store)
@@ -267,14 +253,20 @@ impl Store {
     }
 
     fn each_generation(&self, mut f: impl FnMut(u64)) -> Result<(), Failed> {
+        self.each_name(|name| {
+            if let Some(g) = GenName::parse(name) {
+                f(g);
+            }
+        })
+    }
+
+    /// Calls `f` with the name of every entry in the store.
+    fn each_name(&self, mut f: impl FnMut(&CStr)) -> Result<(), Failed> {
         rustix::fs::seek(&self.dir, SeekFrom::Start(0)).map_err(at("read the store"))?;
         let mut buf = [MaybeUninit::uninit(); 4096];
         let mut entries = RawDir::new(&self.dir, &mut buf);
         while let Some(entry) = entries.next() {
-            let entry = entry.map_err(at("read the store"))?;
-            if let Some(g) = GenName::parse(entry.file_name()) {
-                f(g);
-            }
+            f(entry.map_err(at("read the store"))?.file_name());
         }
         Ok(())
     }
@@ -318,6 +310,20 @@ impl Store {
     /// number. See the module's notes for why an interruption at any
     /// instant is safe.
     pub fn commit(&self, take: Take, log: &Log) -> Result<u64, Failed> {
+        let g = self.newest()?.map_or(1, |n| n + 1);
+        self.build(take, g)?;
+        log.info(format_args!(
+            "committed {}/{}",
+            self.shown.display(),
+            GenName::new(g).c().to_string_lossy()
+        ));
+        self.prune(log)?;
+        Ok(g)
+    }
+
+    /// Builds generation `g` from the working paths (those that exist):
+    /// in `.building`, each fsync'd, then renamed to `gen.g`, DIR fsync'd.
+    fn build(&self, take: Take, g: u64) -> Result<(), Failed> {
         let dir = self.dir.as_fd();
         tree::remove(dir, BUILDING).map_err(at("remove scratch"))?;
         rustix::fs::mkdirat(dir, BUILDING, Mode::from_raw_mode(0o755))
@@ -325,6 +331,11 @@ impl Store {
         let building = tree::open_dir(dir, BUILDING).map_err(at("open .building"))?;
         for c in &self.ckpts {
             let parent = c.parent.as_fd();
+            match tree::stat(parent, &c.name) {
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(at("look at the checkpoint")(e)),
+                Ok(_) => {}
+            }
             if take == Take::Move {
                 tree::sync(parent, &c.name).map_err(at("fsync the checkpoint"))?;
                 match rustix::fs::renameat(parent, &c.name, &building, &c.name) {
@@ -338,35 +349,22 @@ impl Store {
                 .map_err(at("copy the checkpoint into the store"))?;
         }
         rustix::fs::fsync(&building).map_err(at("fsync .building"))?;
-        let g = self.newest()?.map_or(1, |n| n + 1);
         rustix::fs::renameat(dir, BUILDING, dir, GenName::new(g).c())
             .map_err(at("rename .building"))?;
-        rustix::fs::fsync(dir).map_err(at("fsync the store"))?;
-        log.info(format_args!(
-            "committed {}/{}",
-            self.shown.display(),
-            GenName::new(g).c().to_string_lossy()
-        ));
-        self.prune(log)?;
-        Ok(g)
+        rustix::fs::fsync(dir).map_err(at("fsync the store"))
     }
 
     /// Retires generations beyond the newest and `keep` older ones.
     fn prune(&self, log: &Log) -> Result<(), Failed> {
-        // The keep+1 newest, largest first.
-        let mut kept: heapless::Vec<u64, { MAX_KEEP as usize + 1 }> = heapless::Vec::new();
-        self.each_generation(|g| {
-            let at = kept.iter().position(|&k| g > k).unwrap_or(kept.len());
-            if at <= self.keep as usize {
-                if kept.len() == self.keep as usize + 1 {
-                    kept.pop();
-                }
-                let _ = kept.insert(at, g);
-            }
-        })?;
-        let Some(&oldest_kept) = kept.last() else {
+        let Some(mut oldest_kept) = self.newest()? else {
             return Ok(());
         };
+        for _ in 0..self.keep {
+            match self.before(oldest_kept)? {
+                Some(g) => oldest_kept = g,
+                None => return Ok(()),
+            }
+        }
         while let Some(g) = self.before(oldest_kept)? {
             self.retire(GenName::new(g).c())?;
             log.info(format_args!(
@@ -417,19 +415,12 @@ impl Store {
         // At most one is kept, so one pass finds it; its name is copied
         // out of the directory buffer before it is retired.
         let mut found = [0u8; 32];
-        rustix::fs::seek(&self.dir, SeekFrom::Start(0)).map_err(at("read the store"))?;
-        {
-            let mut buf = [MaybeUninit::uninit(); 4096];
-            let mut entries = RawDir::new(&self.dir, &mut buf);
-            while let Some(entry) = entries.next() {
-                let entry = entry.map_err(at("read the store"))?;
-                let name = entry.file_name().to_bytes_with_nul();
-                if name.starts_with(b"failed.gen.") && name.len() <= found.len() {
-                    found[..name.len()].copy_from_slice(name);
-                    break;
-                }
+        self.each_name(|name| {
+            let name = name.to_bytes_with_nul();
+            if name.starts_with(b"failed.gen.") && name.len() <= found.len() {
+                found[..name.len()].copy_from_slice(name);
             }
-        }
+        })?;
         match CStr::from_bytes_until_nul(&found) {
             Ok(name) if !name.is_empty() => self.retire(name),
             _ => Ok(()),
