@@ -674,3 +674,37 @@ fn as_pid_1_a_checkpoint_by_signal_is_the_exit_code() {
         out.stderr
     );
 }
+
+#[test]
+fn a_commit_that_fails_keeps_the_last_one_and_exits_123() {
+    // The store on a 16 KiB tmpfs (a mount namespace of its own): the
+    // job's 100 KB checkpoint cannot be moved there (another filesystem)
+    // nor copied (no space).
+    let sandbox = Sandbox::new("self-commit-fails");
+    let mut unshare = Command::new("unshare");
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        unshare.arg("--map-root-user");
+    }
+    let script = format!(
+        "mkdir small && mount -t tmpfs -o size=16k tmpfs small && exec '{CKPTRUN}' --mode self \
+         --ckpt state --store small/store --job-ckpt-exit 17 -- sh -c \
+         'head -c 100000 /dev/zero > state; exit 17'"
+    );
+    let out = run(unshare
+        .args(["--mount", "sh", "-c", &script])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(123), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("cannot commit the checkpoint to small/store")
+            && out.stderr.contains("No space left on device"),
+        "{}",
+        out.stderr
+    );
+    // The working copy is still there for the next attempt.
+    assert_eq!(
+        std::fs::metadata(sandbox.path("state")).unwrap().len(),
+        100_000
+    );
+}
