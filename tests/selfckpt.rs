@@ -53,6 +53,11 @@ fn self_sh(sandbox: &Sandbox, extra: &[&str], script: &str) -> Command {
     sandbox.ckptrun(&args)
 }
 
+/// What the first commit (generation 1) holds for `state`.
+fn first_commit(sandbox: &Sandbox) -> Vec<u8> {
+    std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap()
+}
+
 fn generations(store: &Path) -> Vec<String> {
     let mut gens: Vec<String> = std::fs::read_dir(store)
         .unwrap()
@@ -174,10 +179,7 @@ fn a_report_without_a_fresh_checkpoint_is_not_passed_on_as_one() {
     // Written: committed.
     let out = run(self_sh(&sandbox, &[], "echo new > state; exit 17"));
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
-    assert_eq!(
-        std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap(),
-        b"new\n"
-    );
+    assert_eq!(first_commit(&sandbox), b"new\n");
 }
 
 #[test]
@@ -569,10 +571,7 @@ fn nothing_the_job_left_running_writes_into_a_committed_generation() {
     ));
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
     std::thread::sleep(Duration::from_millis(1000));
-    assert_eq!(
-        std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap(),
-        b"good\n"
-    );
+    assert_eq!(first_commit(&sandbox), b"good\n");
 }
 
 #[test]
@@ -648,10 +647,7 @@ fn a_checkpoint_finished_just_before_the_request_is_committed() {
     running.signal(libc::SIGTERM);
     let out = running.finish();
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
-    assert_eq!(
-        std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap(),
-        b"done\n"
-    );
+    assert_eq!(first_commit(&sandbox), b"done\n");
 }
 
 #[test]
