@@ -23,6 +23,40 @@ pub fn self_fixture() -> PathBuf {
     build_for("x86_64-unknown-linux-musl", false).join("examples/self_job")
 }
 
+/// The fake DMTCP tools (`examples/fake_dmtcp/`), x86_64: one binary that
+/// acts as the tool it is named after; see `install_dmtcp_tools`.
+pub fn fake_dmtcp() -> PathBuf {
+    build_for("x86_64-unknown-linux-musl", false).join("examples/fake_dmtcp")
+}
+
+/// The program the fake DMTCP tools can checkpoint
+/// (`examples/dmtcp_job.rs`), x86_64.
+pub fn dmtcp_job() -> PathBuf {
+    build_for("x86_64-unknown-linux-musl", false).join("examples/dmtcp_job")
+}
+
+/// The names DMTCP's tools go by.
+pub const DMTCP_TOOLS: [&str; 4] = [
+    "dmtcp_coordinator",
+    "dmtcp_launch",
+    "dmtcp_command",
+    "dmtcp_restart",
+];
+
+/// Puts the fake DMTCP tools in `dir` (created if missing) under their
+/// four names: hard links, or copies where linking fails.
+pub fn install_dmtcp_tools(dir: &Path) {
+    let fake = fake_dmtcp();
+    std::fs::create_dir_all(dir).unwrap();
+    for name in DMTCP_TOOLS {
+        let to = dir.join(name);
+        let _ = std::fs::remove_file(&to);
+        if std::fs::hard_link(&fake, &to).is_err() {
+            std::fs::copy(&fake, &to).unwrap();
+        }
+    }
+}
+
 /// The same fixture built for i686, a real ELF32 file.
 pub fn fixture_i686() -> PathBuf {
     build_for("i686-unknown-linux-musl", false).join("examples/condor_job")
@@ -65,6 +99,10 @@ fn build_for(target: &'static str, release: bool) -> PathBuf {
             "condor_job",
             "--example",
             "self_job",
+            "--example",
+            "fake_dmtcp",
+            "--example",
+            "dmtcp_job",
             "--target",
             target,
         ])
