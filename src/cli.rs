@@ -19,6 +19,7 @@ pub const HELP: &str = "\
 Usage: ckptrun [OPTIONS] [--] PROGRAM [ARG...]
        ckptrun --mode self --ckpt PATH --job-ckpt-exit N [OPTIONS] [--] PROGRAM [ARG...]
        ckptrun --mode init [OPTIONS] [--] PROGRAM [ARG...]
+       ckptrun --mode dmtcp [OPTIONS] [--] PROGRAM [ARG...]
 
 Runs PROGRAM, a condor_compile'd job, the way HTCondor's checkpoint
 wrapper did: address randomization off (as `setarch ARCH -L -B -R`),
@@ -33,6 +34,13 @@ signal (--job-ckpt-signal). ckptrun checks the checkpoint, commits it
 atomically and durably to the store, and exits 85. Before each start,
 every PATH is replaced by a private copy of the last committed
 checkpoint, so a torn one is never used.
+
+With --mode dmtcp, PROGRAM is any program, checkpointed by DMTCP (4.x):
+ckptrun starts a private dmtcp_coordinator, runs PROGRAM under
+dmtcp_launch (or dmtcp_restart from the last committed images), and on
+eviction (SIGTERM, SIGINT, the job ad's KillSig) takes a checkpoint,
+waits until it is complete, ends the computation and the coordinator,
+commits the images atomically to the store, and exits 85.
 
 With --mode init, ckptrun is only a minimal init (as tini): no
 personality, no arguments added, signals and exit status passed on
@@ -52,7 +60,8 @@ Options for every checkpointing mode:
                           after a checkpoint, die by SIG (no core dump)
                           instead of exiting with the code
       --interval SECS     ask for a checkpoint SECS after the job started
-                          (self: after the last checkpoint completed)
+                          (self, dmtcp: after the last checkpoint completed;
+                          dmtcp: the job keeps running)
       --ckpt-timeout SECS a job that does not answer a request within SECS
                           is logged, and killed if it was to exit (exit 124)
                           [default: the job ad's JobMaxVacateTime less 10%
@@ -70,11 +79,17 @@ Options for --mode condor:
       --interval-continue with --interval: send SIGUSR2 every SECS instead
                           of SIGTSTP; the job checkpoints and keeps running
 
-Options for --mode self:
+Options for --mode self and --mode dmtcp:
       --store DIR         where committed checkpoints are kept, one directory
                           per generation [default: ckptrun.store]; list it
                           in transfer_checkpoint_files
-      --keep N            older generations kept for fallback [default: 1]
+      --keep N            older generations kept [default: 1]
+
+Options for --mode dmtcp:
+      --dmtcp-dir DIR     where dmtcp_launch, dmtcp_coordinator, dmtcp_command
+                          and dmtcp_restart are, if not in ./ [then: PATH]
+
+Options for --mode self:
       --job-ckpt-exit N   the job's own exit code after a checkpoint
       --job-ckpt-signal SIG
                           the job dies by SIG after a checkpoint
@@ -91,7 +106,7 @@ Options for --mode self:
                           once from the generation before
 
 Options for every mode:
-      --mode condor|self|init
+      --mode condor|self|init|dmtcp
                           the checkpoint protocol [default: condor]
       --map FROM:TO       deliver signal FROM to the job as TO (names or
                           numbers; TO = 0 drops it); repeatable. Built in:
@@ -105,6 +120,9 @@ Options for every mode:
                           as `Exited: N` (as HTCondor's condor_pid_ns_init)
       --kill-after SECS   when the job has ended, SIGTERM the processes it
                           left, SIGKILL them after SECS [default: leave them]
+      --stdin FILE        the job reads FILE as its standard input
+      --stdout FILE       the job's standard output is appended to FILE
+      --stderr FILE       the job's standard error is appended to FILE
   -v, --verbose           report progress on stderr
       --log FILE          append timestamped progress lines to FILE
   -h, --help              print this help
@@ -122,11 +140,15 @@ Exit status:
        not written during this run
   122  the job itself exited with the checkpoint code, or died by the
        checkpoint signal (never passed on: HTCondor would restart it forever)
-  123  self: the checkpoint could not be committed (the last one is kept)
+  123  self, dmtcp: the checkpoint could not be committed (the last one is
+       kept)
   124  the job did not checkpoint and exit within --ckpt-timeout (or the
-       job ad's eviction budget); ckptrun killed it
+       job ad's eviction budget); ckptrun killed it. dmtcp: the checkpoint
+       was not complete in time, or could not be requested
+  125  ckptrun failed (dmtcp: also a DMTCP tool missing, or a coordinator
+       that did not start)
   (the checkpoint code must be 1-128 and not one of 120-127)
-  125  ckptrun failed; 126 PROGRAM cannot run; 127 PROGRAM not found
+  126 PROGRAM cannot run; 127 PROGRAM not found
   a job killed by signal N: ckptrun dies by N (exits 128+N as PID 1)
 ";
 
@@ -146,6 +168,9 @@ pub enum Mode {
     SelfCkpt,
     /// None: ckptrun is only an init.
     Init,
+    /// An unmodified program checkpointed by DMTCP; ckptrun drives the
+    /// coordinator and commits its images.
+    Dmtcp,
 }
 
 impl Mode {
@@ -154,6 +179,7 @@ impl Mode {
             Mode::Condor => C,
             Mode::SelfCkpt => S,
             Mode::Init => I,
+            Mode::Dmtcp => D,
         }
     }
 
@@ -162,6 +188,7 @@ impl Mode {
             Mode::Condor => "condor",
             Mode::SelfCkpt => "self",
             Mode::Init => "init",
+            Mode::Dmtcp => "dmtcp",
         }
     }
 }
@@ -192,6 +219,13 @@ pub struct Config {
     pub pdeathsig: Option<Sig>,
     pub status_file: Option<OsString>,
     pub kill_after: Option<Duration>,
+    /// --stdin, --stdout, --stderr: the job's standard streams (stdout
+    /// and stderr are appended to).
+    pub stdin: Option<OsString>,
+    pub stdout: Option<OsString>,
+    pub stderr: Option<OsString>,
+    /// --mode dmtcp: where the DMTCP tools are, after ./ and before PATH.
+    pub dmtcp_dir: Option<OsString>,
     // --mode self
     pub store: OsString,
     pub keep: u32,
@@ -237,6 +271,10 @@ impl Default for Config {
             pdeathsig: None,
             status_file: None,
             kill_after: None,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            dmtcp_dir: None,
             store: "ckptrun.store".into(),
             keep: 1,
             job_ckpt_exit: None,
@@ -334,7 +372,8 @@ impl Config {
 const C: u8 = 1;
 const S: u8 = 2;
 const I: u8 = 4;
-const ALL: u8 = C | S | I;
+const D: u8 = 8;
+const ALL: u8 = C | S | I | D;
 
 /// Every option: long name, short name, whether it takes a value, and the
 /// modes it is for (the others refuse it on the command line and ignore
@@ -342,28 +381,32 @@ const ALL: u8 = C | S | I;
 /// `CKPTRUN_` + the long name in capitals with `_` for `-` (see
 /// `env_name`). Repeatable options collect every value; for the others
 /// the last wins.
-const OPTIONS: [(&str, Option<char>, bool, u8); 29] = [
+const OPTIONS: [(&str, Option<char>, bool, u8); 33] = [
     ("mode", None, true, ALL),
     ("ckpt", Some('c'), true, C | S),
-    ("ckpt-exit-code", None, true, C | S),
-    ("exit-by-signal", None, true, C | S),
+    ("ckpt-exit-code", None, true, C | S | D),
+    ("exit-by-signal", None, true, C | S | D),
     ("arch", None, true, C),
     ("keep-aslr", None, false, C),
     ("no-compat-layout", None, false, C),
     ("no-limit-32bit", None, false, C),
     ("personality-optional", None, false, C),
     ("map", None, true, ALL),
-    ("interval", None, true, C | S),
+    ("interval", None, true, C | S | D),
     ("interval-continue", None, false, C),
-    ("store", None, true, S),
-    ("keep", None, true, S),
+    ("store", None, true, S | D),
+    ("keep", None, true, S | D),
     ("job-ckpt-exit", None, true, S),
     ("job-ckpt-signal", None, true, S),
     ("ckpt-signal", None, true, S),
     ("ckpt-continue", None, false, S),
-    ("ckpt-timeout", None, true, C | S),
+    ("ckpt-timeout", None, true, C | S | D),
     ("restart-arg", None, true, S),
     ("restart-grace", None, true, S),
+    ("dmtcp-dir", None, true, D),
+    ("stdin", None, true, ALL),
+    ("stdout", None, true, ALL),
+    ("stderr", None, true, ALL),
     ("pgroup", None, false, ALL),
     ("pdeathsig", None, true, ALL),
     ("status-file", None, true, ALL),
@@ -551,7 +594,7 @@ fn not_for_mode(name: &str, modes: u8, mode: Mode) -> Error {
             "is for checkpointing; --mode init has none",
         );
     }
-    let for_modes = [Mode::Condor, Mode::SelfCkpt]
+    let for_modes = [Mode::Condor, Mode::SelfCkpt, Mode::Dmtcp]
         .into_iter()
         .filter(|m| modes & m.bit() != 0)
         .map(Mode::name)
@@ -595,10 +638,11 @@ fn set(
                 "condor" => Mode::Condor,
                 "self" => Mode::SelfCkpt,
                 "init" => Mode::Init,
+                "dmtcp" => Mode::Dmtcp,
                 _ => {
                     return Err(Error::usage(
                         from.with(&text),
-                        "expected condor, self or init",
+                        "expected condor, self, init or dmtcp",
                     ));
                 }
             };
@@ -680,6 +724,10 @@ fn set(
             })?);
         }
         "status-file" => config.status_file = Some(path()?),
+        "stdin" => config.stdin = Some(path()?),
+        "stdout" => config.stdout = Some(path()?),
+        "stderr" => config.stderr = Some(path()?),
+        "dmtcp-dir" => config.dmtcp_dir = Some(path()?),
         "kill-after" => config.kill_after = Some(duration(&text()?, from)?),
         "verbose" => config.verbose = true,
         "log" => config.log = Some(path()?),

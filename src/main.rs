@@ -4,9 +4,10 @@
 //! The story, step by step: block signals and note what was inherited;
 //! parse the command line, then HTCondor's job ad; plan the launch (find
 //! PROGRAM; condor: read its architecture, look for a checkpoint; self:
-//! restore the working copy from the store); set the personality
-//! (condor); start the job; supervise it, starting it once more if the
-//! protocol falls back; turn its end into ckptrun's.
+//! restore the working copy from the store; dmtcp: find the tools, start
+//! a coordinator, launch or restart); set the personality (condor);
+//! start the job; supervise it, starting it once more if the protocol
+//! falls back; turn its end into ckptrun's.
 //!
 //! `no_main`: the C runtime calls `main` directly, so Rust's start-up code
 //! never runs. That code would set SIGPIPE to SIG_IGN (which would leak
@@ -21,6 +22,8 @@ mod alloc_guard;
 mod ckptfile;
 mod cli;
 mod condor;
+mod coordinator;
+mod dmtcp;
 mod error;
 mod exit;
 mod init;
@@ -41,7 +44,6 @@ mod tree;
 
 use std::ffi::{CStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 
 use crate::cli::{Config, Mode, Request};
 use crate::error::Error;
@@ -74,82 +76,113 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
 /// Plans, starts and supervises the job; returns how ckptrun should end.
 fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Error> {
     let path = program::locate(&config.program, std::env::var_os("PATH"))?;
+    let stdio = spawn::Stdio::files(
+        config.stdin.as_deref(),
+        config.stdout.as_deref(),
+        config.stderr.as_deref(),
+    )?;
+    let status_file = config
+        .status_file
+        .as_ref()
+        .map(status_file::StatusFile::prepare)
+        .transpose()?;
+    let job = |extra: &[OsString]| spawn::Command::new(&path, &config.program, &config.args, extra);
+    let start = Start {
+        config,
+        inherited,
+        log,
+        status_file,
+    };
     match config.mode {
         Mode::Condor => {
             let arch = program::arch(config.arch, &path, log);
             let (protocol, extra) = condor::Condor::plan(config, log)?;
             let persona = personality::persona(arch, config.personality_flags());
             personality::apply(persona, config.personality_optional, log)?;
-            start_and_supervise(config, inherited, log, &path, &extra, protocol)
+            start.supervise(job(&extra)?.with_stdio(stdio), protocol)
         }
         Mode::SelfCkpt => {
             let (protocol, extra) = selfckpt::SelfCkpt::plan(config, log)?;
-            start_and_supervise(config, inherited, log, &path, &extra, protocol)
+            start.supervise(job(&extra)?.with_stdio(stdio), protocol)
         }
-        Mode::Init => {
-            start_and_supervise(config, inherited, log, &path, &[], init::Init::new(config))
+        Mode::Init => start.supervise(job(&[])?.with_stdio(stdio), init::Init::new(config)),
+        Mode::Dmtcp => {
+            // Orphans (the coordinator, once it detaches) must be ours
+            // before it starts.
+            supervise::adopt_orphans(log);
+            let (protocol, command) = dmtcp::Dmtcp::plan(config, &path, inherited, log)?;
+            start.supervise(command.with_stdio(stdio), protocol)
         }
     }
 }
 
-/// Starts PROGRAM ARG... EXTRA... and supervises it to its end under
-/// `protocol`.
-fn start_and_supervise(
-    config: &Config,
-    inherited: &Inherited,
-    log: &Log,
-    path: &Path,
-    extra: &[OsString],
-    mut protocol: impl Protocol,
-) -> Result<Verdict, Error> {
-    let command = spawn::Command::new(path, &config.program, &config.args, extra)?;
-    let status_file = config
-        .status_file
-        .as_ref()
-        .map(status_file::StatusFile::prepare)
-        .transpose()?;
-    supervise::adopt_orphans(log);
-    if let Some(sig) = config.pdeathsig {
-        supervise::signal_on_parent_death(sig, inherited.parent, log);
-    }
-    let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
-    let foreground = spawn::owns_terminal();
-    let allocate_for_test = alloc_guard::test_allocation_requested();
+/// What starting and supervising the job needs, planned.
+struct Start<'a> {
+    config: &'a Config,
+    inherited: &'a Inherited,
+    log: &'a Log,
+    status_file: Option<status_file::StatusFile>,
+}
 
-    // From here on nothing allocates (debug builds abort if anything does).
-    alloc_guard::arm();
-    let (job, ended) = loop {
-        let job = match spawn::spawn(&command, inherited, foreground) {
-            Ok(pid) => pid,
-            Err(e) => {
-                log.warn(format_args!("{}: {e}", config.program.display()));
-                if let Some(file) = &status_file {
-                    file.record_launch_failure(e.exit_code(), log);
+impl Start<'_> {
+    /// Starts `command` and supervises it to its end under `protocol`.
+    fn supervise(
+        self,
+        command: spawn::Command,
+        mut protocol: impl Protocol,
+    ) -> Result<Verdict, Error> {
+        let Start {
+            config,
+            inherited,
+            log,
+            status_file,
+        } = self;
+        supervise::adopt_orphans(log);
+        if let Some(sig) = config.pdeathsig {
+            supervise::signal_on_parent_death(sig, inherited.parent, log);
+        }
+        let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
+        let foreground = spawn::owns_terminal();
+        let allocate_for_test = alloc_guard::test_allocation_requested();
+
+        // From here on nothing allocates (debug builds abort if anything does).
+        alloc_guard::arm();
+        let (job, ended) = loop {
+            let job = match spawn::spawn(&command, inherited, foreground) {
+                Ok(pid) => pid,
+                Err(e) => {
+                    log.warn(format_args!("{}: {e}", config.program.display()));
+                    if let Some(file) = &status_file {
+                        file.record_launch_failure(e.exit_code(), log);
+                    }
+                    protocol.end(log);
+                    return Ok(Verdict::Exit(e.exit_code()));
                 }
-                return Ok(Verdict::Exit(e.exit_code()));
+            };
+            log.info(format_args!(
+                "started {} as pid {job}",
+                config.program.display()
+            ));
+            if allocate_for_test {
+                alloc_guard::allocate_for_test();
+            }
+            let started = std::time::Instant::now();
+            let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);
+            // The protocol may want one more start (self mode's fallback).
+            if !protocol.again(ended, started.elapsed(), log) {
+                break (job, ended);
             }
         };
-        log.info(format_args!(
-            "started {} as pid {job}",
-            config.program.display()
-        ));
-        if allocate_for_test {
-            alloc_guard::allocate_for_test();
+        if let Some(file) = &status_file {
+            file.record(ended, log);
         }
-        let started = std::time::Instant::now();
-        let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);
-        // The protocol may want one more start (self mode's fallback).
-        if !protocol.again(ended, started.elapsed(), log) {
-            break (job, ended);
+        if let Some(grace) = config.kill_after {
+            supervise::end_leftovers(job, grace, proc_is_ours, log);
         }
-    };
-    if let Some(file) = &status_file {
-        file.record(ended, log);
+        let verdict = protocol.judge(ended, log);
+        protocol.end(log);
+        Ok(verdict)
     }
-    if let Some(grace) = config.kill_after {
-        supervise::end_leftovers(job, grace, proc_is_ours, log);
-    }
-    Ok(protocol.judge(ended, log))
 }
 
 fn fail(log: &Log, err: Error) -> ! {

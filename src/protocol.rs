@@ -1,5 +1,5 @@
-//! What varies between checkpoint protocols (condor, self, init; dmtcp
-//! later): how a signal ckptrun receives reaches the job, what a timer
+//! What varies between checkpoint protocols (condor, self, init, dmtcp):
+//! how a signal ckptrun receives reaches the job, what a timer
 //! asks of it, what a stopped job means, whether it starts again, and how
 //! its end is judged. Spawning, supervising, reaping and exiting are
 //! shared; they carry out the protocol's actions and know nothing of
@@ -170,6 +170,12 @@ pub trait Protocol {
     fn again(&mut self, _ended: Ended, _ran: Duration, _log: &Log) -> bool {
         false
     }
+    /// A child that is not the job ended (a helper the protocol started,
+    /// or an orphan ckptrun adopted); `raw` is its wait status.
+    fn reaped(&mut self, _pid: Pid, _raw: i32, _log: &Log) {}
+    /// ckptrun is about to exit (after `judge`, or when the job could not
+    /// start): stop whatever the protocol started besides the job.
+    fn end(&mut self, _log: &Log) {}
 }
 
 /// How often a request held because the job is not ready (see

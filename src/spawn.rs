@@ -5,12 +5,14 @@
 
 use core::fmt;
 use std::ffi::{CString, OsStr, OsString, c_char};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::pipe::{PipeFlags, pipe_with};
 use rustix::process::Pid as RPid;
+
+use rustix::fs::{Mode, OFlags};
 
 use crate::error::{self, Error};
 use crate::signals::Inherited;
@@ -22,6 +24,71 @@ pub struct Command {
     /// Owns the strings `argv` points into.
     _args: Vec<CString>,
     argv: Vec<*const c_char>,
+    stdio: Stdio,
+}
+
+/// What the child gets as its standard input, output and error: each
+/// `Some` is a descriptor (3 or above, close-on-exec, opened before fork)
+/// that the child dup2s onto 0, 1 or 2; `None` leaves ckptrun's own.
+#[derive(Default)]
+pub struct Stdio([Option<OwnedFd>; 3]);
+
+impl Stdio {
+    /// `--stdin FILE` (read), `--stdout FILE` and `--stderr FILE`
+    /// (created if need be, and appended to, as the DMTCP shim did).
+    pub fn files(
+        stdin: Option<&OsStr>,
+        stdout: Option<&OsStr>,
+        stderr: Option<&OsStr>,
+    ) -> Result<Self, Error> {
+        let append = OFlags::WRONLY | OFlags::CREATE | OFlags::APPEND;
+        let open = |option: &str, path: Option<&OsStr>, flags: OFlags| {
+            path.map(|path| {
+                let fd =
+                    rustix::fs::open(path, flags | OFlags::CLOEXEC, Mode::from_raw_mode(0o666))
+                        .and_then(above_stdio)
+                        .map_err(|e| Error::os(format_args!("{option} {}", path.display()), e))?;
+                Ok::<_, Error>(fd)
+            })
+            .transpose()
+        };
+        Ok(Self([
+            open("--stdin", stdin, OFlags::RDONLY)?,
+            open("--stdout", stdout, append)?,
+            open("--stderr", stderr, append)?,
+        ]))
+    }
+
+    /// For a helper ckptrun runs (a DMTCP tool): standard input from
+    /// /dev/null, and standard output onto ckptrun's standard error, so
+    /// that nothing it prints lands in the job's output.
+    pub fn helper() -> Result<Self, Error> {
+        let null = rustix::fs::open(
+            c"/dev/null",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .and_then(above_stdio)
+        .map_err(|e| Error::os("/dev/null", e))?;
+        // A closed standard error stays closed for the helper too.
+        let err = above_stdio_dup(rustix::stdio::stderr()).ok();
+        Ok(Self([Some(null), err, None]))
+    }
+}
+
+/// `fd` moved to a number of 3 or above, close-on-exec, so that the
+/// child's dup2 onto 0-2 never overwrites one still to be copied.
+/// (Opened close-on-exec: a low number is one ckptrun was started
+/// without, and is closed again when `fd` is dropped.)
+fn above_stdio(fd: OwnedFd) -> rustix::io::Result<OwnedFd> {
+    if std::os::fd::AsRawFd::as_raw_fd(&fd) > 2 {
+        return Ok(fd);
+    }
+    above_stdio_dup(fd.as_fd())
+}
+
+fn above_stdio_dup(fd: std::os::fd::BorrowedFd) -> rustix::io::Result<OwnedFd> {
+    rustix::io::fcntl_dupfd_cloexec(fd, 3)
 }
 
 impl Command {
@@ -49,7 +116,13 @@ impl Command {
             path,
             _args: args,
             argv,
+            stdio: Stdio::default(),
         })
+    }
+
+    /// The same, with these standard streams.
+    pub fn with_stdio(self, stdio: Stdio) -> Self {
+        Self { stdio, ..self }
     }
 }
 
@@ -147,8 +220,19 @@ fn exec_child(command: &Command, inherited: &Inherited, foreground: bool, report
     // signal mask and SIGCHLD disposition ckptrun inherited; every other
     // disposition ckptrun never changed, and exec keeps SIG_IGN.
     inherited.restore();
-    // Async-signal-safe: execve(2); returns only on failure.
-    let errno = sys::execve(&command.path, &command.argv);
+    // Async-signal-safe: dup2(2). The sources are 3 or above, so none is
+    // overwritten before it is copied; dup2 clears close-on-exec on 0-2.
+    let [stdin, stdout, stderr] = &command.stdio.0;
+    let redirected = [
+        stdin.as_ref().map(rustix::stdio::dup2_stdin),
+        stdout.as_ref().map(rustix::stdio::dup2_stdout),
+        stderr.as_ref().map(rustix::stdio::dup2_stderr),
+    ];
+    let errno = match redirected.into_iter().flatten().find_map(Result::err) {
+        Some(e) => e.raw_os_error(),
+        // Async-signal-safe: execve(2); returns only on failure.
+        None => sys::execve(&command.path, &command.argv),
+    };
     // Async-signal-safe: write(2), _exit(2).
     let _ = rustix::io::write(&report, &errno.to_ne_bytes());
     sys::exit_now(crate::error::NOT_FOUND as i32)

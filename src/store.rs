@@ -1,4 +1,7 @@
-//! Committed checkpoints of a self-checkpointing job (`--mode self`).
+//! Committed checkpoints of a self-checkpointing job (`--mode self`), and
+//! of DMTCP's images (`--mode dmtcp`, which has no working paths: DMTCP
+//! writes into a scratch directory of the store that a commit renames
+//! into the next generation; see `adopt`).
 //!
 //! The job writes its checkpoint to its working paths (`--ckpt PATH`),
 //! in place and non-atomically if it likes. ckptrun keeps the truth in the
@@ -260,6 +263,43 @@ impl Store {
         })
     }
 
+    /// DIR itself.
+    pub fn dir(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// `gen.N`, for a path into generation `g`.
+    pub fn generation_name(g: u64) -> OsString {
+        OsStr::from_bytes(GenName::new(g).c().to_bytes()).to_os_string()
+    }
+
+    /// Makes `name` (a scratch name, starting with `.`) a new empty
+    /// directory in DIR, removing whatever an earlier run left there.
+    pub fn fresh_scratch(&self, name: &CStr) -> Result<(), Failed> {
+        let dir = self.dir.as_fd();
+        tree::remove(dir, name).map_err(at("remove scratch"))?;
+        rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o755)).map_err(at("create scratch"))
+    }
+
+    /// Commits the scratch directory `name`, complete, as the next
+    /// generation: everything in it fsync'd, then renamed to `gen.N` and
+    /// DIR fsync'd, as `commit` does with `.building`. Returns N.
+    pub fn adopt(&self, name: &CStr, log: &Log) -> Result<u64, Failed> {
+        let dir = self.dir.as_fd();
+        let g = self.newest()?.map_or(1, |n| n + 1);
+        tree::sync(dir, name).map_err(at("fsync the checkpoint"))?;
+        rustix::fs::renameat(dir, name, dir, GenName::new(g).c())
+            .map_err(at("rename it into the next generation"))?;
+        rustix::fs::fsync(dir).map_err(at("fsync the store"))?;
+        log.info(format_args!(
+            "committed {}/{}",
+            self.shown.display(),
+            GenName::new(g).c().to_string_lossy()
+        ));
+        self.prune(log)?;
+        Ok(g)
+    }
+
     /// Calls `f` with the name of every entry in the store.
     fn each_name(&self, mut f: impl FnMut(&CStr)) -> Result<(), Failed> {
         rustix::fs::seek(&self.dir, SeekFrom::Start(0)).map_err(at("read the store"))?;
@@ -290,6 +330,9 @@ impl Store {
             tree::copy(gen_dir.as_fd(), &c.name, parent, &c.new).map_err(at("restore (copy)"))?;
             c.swap_in().map_err(at("restore (swap in)"))?;
             rustix::fs::fsync(parent).map_err(at("restore (fsync)"))?;
+        }
+        if self.ckpts.is_empty() {
+            return Ok(());
         }
         log.info(format_args!(
             "working copy restored from {}/{}",

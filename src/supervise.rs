@@ -200,6 +200,8 @@ impl<P: Protocol> Supervisor<'_, P> {
                 return ended;
             };
             if pid.as_raw_nonzero().get() != self.job.pid {
+                self.protocol
+                    .reaped(pid.as_raw_nonzero().get(), status.as_raw(), self.log);
                 continue;
             }
             if let Some(sig) = status.stopping_signal() {

@@ -447,6 +447,59 @@ fn the_job_gets_exactly_ckptruns_descriptors() {
 }
 
 #[test]
+fn stdin_stdout_and_stderr_files_in_every_mode() {
+    let sandbox = Sandbox::new("stdio");
+    std::fs::write(sandbox.path("in"), "from the file\n").unwrap();
+    let script = "cat; echo to-stderr >&2; exec ls /proc/self/fd";
+    // What a job started directly gets (this test's own descriptors,
+    // cargo's jobserver say), with 0 open again: the job must get those.
+    let direct = Command::new("sh")
+        .args(["-c", "exec ls /proc/self/fd"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let direct = String::from_utf8(direct.stdout).unwrap();
+    let mut inherited: Vec<&str> = direct.lines().collect();
+    inherited.sort();
+    for (i, mode) in ["condor", "self", "init", "dmtcp"].into_iter().enumerate() {
+        if mode == "dmtcp" {
+            // Its job is dmtcp_launch's; the redirection is the same code.
+            continue;
+        }
+        let (out, err) = (format!("out{i}"), format!("err{i}"));
+        // Appended to, as the DMTCP shim did.
+        std::fs::write(sandbox.path(&out), "earlier\n").unwrap();
+        let mut args = vec!["--mode", mode, "--stdin", "in", "--stdout", &out];
+        args.extend(["--stderr", &err]);
+        if mode == "self" {
+            args.extend(["--ckpt", "state", "--job-ckpt-exit", "17"]);
+        }
+        args.extend(["--", "sh", "-c", script, "sh"]);
+        // With fd 0 closed, the file opened for --stdin must still land
+        // on 0, and nothing ckptrun opened may leak.
+        let mut cmd = sandbox.ckptrun(&args);
+        before_exec(&mut cmd, || {
+            // SAFETY: async-signal-safe.
+            unsafe { libc::close(0) };
+        });
+        let run = run(&mut cmd);
+        assert_eq!(run.code(), Some(0), "{mode}: {}", run.stderr);
+        assert_eq!(run.stdout, "", "{mode}");
+        let written = std::fs::read_to_string(sandbox.path(&out)).unwrap();
+        let (before, fds) = written.split_at("earlier\nfrom the file\n".len());
+        assert_eq!(before, "earlier\nfrom the file\n", "{mode}");
+        let mut fds: Vec<&str> = fds.lines().collect();
+        fds.sort();
+        assert_eq!(fds, inherited, "{mode}");
+        let err = std::fs::read_to_string(sandbox.path(&err)).unwrap();
+        assert_eq!(err, "to-stderr\n", "{mode}");
+    }
+    let out = run(sandbox.ckptrun(["--mode", "init", "--stdout", "no/such/out", "--", "true"]));
+    assert_eq!(out.code(), Some(125));
+    assert_one_error_line(&out, "--stdout no/such/out: No such file or directory");
+}
+
+#[test]
 fn version_and_help() {
     let sandbox = Sandbox::new("version");
     let out = run(sandbox.ckptrun(["--version"]));

@@ -1,0 +1,271 @@
+//! DMTCP's tools, driven as programs (`--mode dmtcp`): finding them,
+//! starting a private coordinator and learning its port, and the
+//! `dmtcp_command` calls ckptrun makes. The command lines are those of
+//! DMTCP 4 (PROTOCOLS.md §3 and issue 4 list what was observed of 4.2.0).
+
+use std::ffi::{CStr, OsStr, OsString};
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::fs::{Access, FileType, Mode, OFlags};
+use rustix::process::WaitOptions;
+
+use crate::error::Error;
+use crate::log::Log;
+use crate::signals::Inherited;
+use crate::spawn::{self, Stdio};
+use crate::sys::{self, Pid, SigSet};
+
+/// Where clients reach the coordinator (it listens on every interface).
+const HOST: &str = "127.0.0.1";
+
+/// How long a coordinator may take to write its port file.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The port file, in the store (a scratch name).
+const PORT_FILE: &CStr = c".coordinator-port";
+
+/// The four tools, as found.
+pub struct Tools {
+    pub launch: PathBuf,
+    pub coordinator: PathBuf,
+    pub command: PathBuf,
+    pub restart: PathBuf,
+}
+
+impl Tools {
+    /// Looks for each tool in ./ (a copy transferred into the sandbox
+    /// wins), then in `dir` (--dmtcp-dir), then along `path_var`.
+    pub fn find(dir: Option<&OsStr>, path_var: Option<OsString>) -> Result<Self, Error> {
+        let find = |name: &str| find_one(name, dir, path_var.as_deref());
+        Ok(Self {
+            launch: find("dmtcp_launch")?,
+            coordinator: find("dmtcp_coordinator")?,
+            command: find("dmtcp_command")?,
+            restart: find("dmtcp_restart")?,
+        })
+    }
+}
+
+fn find_one(name: &str, dir: Option<&OsStr>, path_var: Option<&OsStr>) -> Result<PathBuf, Error> {
+    let here = Path::new(".").join(name);
+    let in_dir = dir.map(|d| Path::new(d).join(name));
+    let along_path = path_var
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join(name));
+    let found = std::iter::once(here)
+        .chain(in_dir)
+        .chain(along_path)
+        .find(|p| is_executable(p));
+    found.ok_or_else(|| {
+        let dir = dir.map_or(String::new(), |d| format!(", {}", d.display()));
+        Error::usage(
+            name,
+            format_args!(
+                "not found in ./{dir} or PATH (transfer the DMTCP tools into the sandbox, or name their directory with --dmtcp-dir)"
+            ),
+        )
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    let is_file = rustix::fs::stat(path)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+    is_file && rustix::fs::access(path, Access::EXEC_OK).is_ok()
+}
+
+/// A running private coordinator.
+pub struct Coordinator {
+    pub port: u16,
+    /// Its pid, once it has detached and become our child (ckptrun is its
+    /// subreaper); `None` if it could not be told.
+    pub pid: Option<Pid>,
+}
+
+impl Coordinator {
+    /// Starts `dmtcp_coordinator --coord-port 0 --port-file F
+    /// --exit-on-last --daemon --ckptdir IMAGES` and waits, at most
+    /// START_TIMEOUT and without fixed sleeps, until it has written its
+    /// port and the process started has detached. `store` is the open
+    /// store, `store_at` its absolute path (the coordinator may change
+    /// directory when it detaches).
+    pub fn start(
+        tool: &Path,
+        store: BorrowedFd,
+        store_at: &Path,
+        images_at: &Path,
+        inherited: &Inherited,
+        log: &Log,
+    ) -> Result<Self, Error> {
+        let shown = tool.display();
+        let fail = |why: &dyn std::fmt::Display| Error::usage(&shown, why);
+        match rustix::fs::unlinkat(store, PORT_FILE, rustix::fs::AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(Error::os(store_at.join(".coordinator-port").display(), e)),
+        }
+        let port_file = store_at.join(OsStr::from_bytes(PORT_FILE.to_bytes()));
+        let args: Vec<OsString> = vec![
+            "--coord-port".into(),
+            "0".into(),
+            "--port-file".into(),
+            port_file.clone().into(),
+            "--exit-on-last".into(),
+            "--daemon".into(),
+            "--ckptdir".into(),
+            images_at.into(),
+        ];
+        let command = spawn::Command::new(tool, OsStr::new("dmtcp_coordinator"), &args, &[])?
+            .with_stdio(Stdio::helper()?);
+        let launcher = spawn::spawn(&command, inherited, false)
+            .map_err(|e| fail(&format_args!("cannot start it: {e}")))?;
+
+        let give_up = Instant::now() + START_TIMEOUT;
+        let mut port = None;
+        let mut launcher_running = true;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if launcher_running {
+                match reap(launcher) {
+                    None => {}
+                    Some(raw) if libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == 0 => {
+                        launcher_running = false;
+                    }
+                    Some(raw) => {
+                        let ended = crate::protocol::Ended { raw, pid: launcher };
+                        return Err(fail(&format_args!(
+                            "{ended} before it was ready (see its messages above)"
+                        )));
+                    }
+                }
+            }
+            if port.is_none() {
+                port = read_port(store);
+            }
+            let now = Instant::now();
+            if port.is_some() && (!launcher_running || now >= give_up) {
+                break;
+            }
+            if now >= give_up {
+                let _ = sys::kill(launcher, libc::SIGKILL);
+                let _ = reap_blocking(launcher);
+                return Err(fail(&format_args!(
+                    "wrote no port to {} within {} s",
+                    port_file.display(),
+                    START_TIMEOUT.as_secs()
+                )));
+            }
+            // Woken early by SIGCHLD when the launcher exits; other
+            // signals stay pending for the supervisor.
+            let _ = sys::wait_signal(&sigchld(), Some(pause.min(give_up - now)));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+        let port = port.expect("the loop ends with a port");
+        // A launcher still running did not detach: it is the coordinator.
+        // Otherwise the detached coordinator is our only child.
+        let pid = if launcher_running {
+            Some(launcher)
+        } else {
+            let me = rustix::process::getpid().as_raw_nonzero().get();
+            let mut buf = [0u8; 256];
+            crate::procfs::children(me, &mut buf).next()
+        };
+        log.info(format_args!(
+            "coordinator on port {port}{}",
+            match pid {
+                Some(_) => "",
+                None => " (its pid is unknown: --quit alone will end it)",
+            }
+        ));
+        Ok(Self { port, pid })
+    }
+
+    /// The common arguments of every client and command.
+    pub fn address(&self) -> [OsString; 4] {
+        [
+            "--coord-host".into(),
+            HOST.into(),
+            "--coord-port".into(),
+            self.port.to_string().into(),
+        ]
+    }
+
+    /// `dmtcp_command --coord-host H --coord-port P VERB`, ready to spawn.
+    pub fn command(&self, tool: &Path, verb: &str) -> Result<spawn::Command, Error> {
+        let mut args = self.address().to_vec();
+        args.push(verb.into());
+        Ok(
+            spawn::Command::new(tool, OsStr::new("dmtcp_command"), &args, &[])?
+                .with_stdio(Stdio::helper()?),
+        )
+    }
+}
+
+/// The port the coordinator wrote, once the file holds one.
+fn read_port(store: BorrowedFd) -> Option<u16> {
+    let fd = rustix::fs::openat(
+        store,
+        PORT_FILE,
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut buf = [0u8; 16];
+    let len = sys::read_fill(&fd, &mut buf).ok()?;
+    let text = core::str::from_utf8(&buf[..len]).ok()?.trim();
+    text.parse().ok().filter(|&p| p != 0)
+}
+
+/// SIGCHLD alone, to wait on.
+pub fn sigchld() -> SigSet {
+    let mut set = SigSet::empty();
+    set.add(libc::SIGCHLD);
+    set
+}
+
+/// Reaps our child `pid` if it has ended; its raw wait status.
+pub fn reap(pid: Pid) -> Option<i32> {
+    let pid = rustix::process::Pid::from_raw(pid)?;
+    match rustix::process::waitpid(Some(pid), WaitOptions::NOHANG) {
+        Ok(Some((_, status))) => Some(status.as_raw()),
+        _ => None,
+    }
+}
+
+fn reap_blocking(pid: Pid) -> Option<i32> {
+    let pid = rustix::process::Pid::from_raw(pid)?;
+    match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
+        Ok(Some((_, status))) => Some(status.as_raw()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_in_the_sandbox_wins_and_a_missing_one_is_named() {
+        let dir = std::env::temp_dir().join(format!("ckptrun-unit-tools-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tool = dir.join("dmtcp_command");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let found = find_one("dmtcp_command", Some(dir.as_os_str()), None).unwrap();
+        assert_eq!(found, tool);
+        let missing = find_one(
+            "dmtcp_restart",
+            Some(dir.as_os_str()),
+            Some("/nonexistent".as_ref()),
+        )
+        .unwrap_err();
+        assert_eq!(missing.what, "dmtcp_restart");
+        assert!(missing.why.contains("not found in ./"), "{}", missing.why);
+        assert_eq!(missing.code, crate::error::LAUNCHER_FAILED);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
