@@ -5,12 +5,13 @@
 # and finishes with the same result as a run that was never interrupted.
 # Then the same for a self-checkpointing job (examples/self_job.rs, which
 # rewrites its state in place) under --mode self, with a torn working copy
-# brought back by the transfer.
+# brought back by the transfer. Then an unmodified program under
+# --mode dmtcp, against fakes of DMTCP's tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release --locked --quiet
-cargo build --release --locked --quiet --example condor_job --example self_job
+cargo build --release --locked --quiet --example condor_job --example self_job --example fake_dmtcp --example dmtcp_job
 bin="$PWD/target/x86_64-unknown-linux-musl/release"
 work=$(mktemp -d /tmp/ckptrun-demo.XXXXXX)
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -68,4 +69,40 @@ cat result
 
 step "9. The resumed run's result equals the uninterrupted one"
 diff "$work/self-ref/result" result && echo "identical: $(cat result)"
+
+# --mode dmtcp, against the fakes of DMTCP 4.2.0's tools (CI has no DMTCP;
+# examples/fake_dmtcp reproduces their command lines, and the job links
+# the fake's client side in place of DMTCP's preloaded library).
+tools=(dmtcp_launch dmtcp_coordinator dmtcp_command dmtcp_restart)
+sandbox() {
+    mkdir "$1"; cp "$bin/ckptrun" "$1/"; cp "$bin/examples/dmtcp_job" "$1/job"
+    for t in "${tools[@]}"; do cp "$bin/examples/fake_dmtcp" "$1/$t"; done
+}
+step "10. --mode dmtcp, reference: the program run to its end without DMTCP (60 steps)"
+sandbox "$work/dmtcp-ref"
+(cd "$work/dmtcp-ref" && ./job 60 0 "an argument with spaces" > out && tail -2 out)
+
+step "11. Node E: ckptrun --mode dmtcp starts a coordinator and dmtcp_launch; vacated after 1 s"
+sandbox "$work/node-e"
+cd "$work/node-e"
+./ckptrun --mode dmtcp --verbose --stdout out -- ./job 60 50 "an argument with spaces" &
+pid=$!
+sleep 1
+kill -TERM "$pid"
+set +e; wait "$pid"; code=$?; set -e
+echo "ckptrun exited $code (85: DMTCP checkpointed the program, ckptrun committed its images)"
+ls -l ckptrun.store/gen.0000000001
+
+step "12. A fresh sandbox gets the store and the output; ckptrun restarts the program with dmtcp_restart"
+# At the same path: DMTCP reopens the files the program had open by
+# their paths (see the README).
+cd "$work"; mv node-e old-node-e
+sandbox "$work/node-e"
+cp -r old-node-e/ckptrun.store old-node-e/out node-e/
+rm -rf old-node-e
+cd node-e
+./ckptrun --mode dmtcp --verbose --stdout out -- ./job 60 50 "an argument with spaces"
+
+step "13. The output equals the uninterrupted run's"
+diff "$work/dmtcp-ref/out" out && echo "identical: $(wc -l < out) lines, ending: $(tail -1 out)"
 rm -rf "$work"

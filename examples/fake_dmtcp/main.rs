@@ -71,6 +71,9 @@
 //!   `FAKE_DMTCP_WRITE_MS_PER_MB` [0], `FAKE_DMTCP_FREEZE_MS` [20],
 //!   `FAKE_DMTCP_NEVER_COMPLETE=1`, `FAKE_DMTCP_JOIN_DELAY_MS` [0] (joins
 //!   the coordinator that much later).
+//! - `FAKE_DMTCP_TRACE=FILE`: `joined NS`, `ckpt-start NS` and
+//!   `ckpt-complete NS` lines appended (wall clock), for
+//!   scripts/bench-dmtcp.sh.
 
 mod proto;
 
@@ -793,7 +796,9 @@ impl Hub {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        std::os::unix::fs::symlink(&name, &link)
+        std::os::unix::fs::symlink(&name, &link)?;
+        proto::trace("ckpt-complete");
+        Ok(())
     }
 
     /// Asks every process to checkpoint, unless one is under way.

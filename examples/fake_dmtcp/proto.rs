@@ -69,6 +69,27 @@ pub const ENV_NEVER_COMPLETE: &str = "FAKE_DMTCP_NEVER_COMPLETE";
 /// Milliseconds the program waits before joining the coordinator (a slow
 /// start: checkpoint requests made meanwhile find no process).
 pub const ENV_JOIN_DELAY_MS: &str = "FAKE_DMTCP_JOIN_DELAY_MS";
+/// A file to append `EVENT UNIX_NANOSECONDS` lines to, for the benchmark:
+/// `joined` when a process has joined the coordinator (it runs under
+/// DMTCP), `ckpt-start` when it is frozen for a checkpoint, `ckpt-complete`
+/// when the coordinator has written the restart script.
+pub const ENV_TRACE: &str = "FAKE_DMTCP_TRACE";
+
+/// Appends `event` and the time to `FAKE_DMTCP_TRACE`, if set.
+pub fn trace(event: &str) {
+    let Some(path) = std::env::var_os(ENV_TRACE) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let line = format!("{event} {now}\n");
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+}
 
 pub const MAGIC: &str = "FAKEDMTCP1";
 const CHUNK: usize = 64 * 1024;
@@ -318,6 +339,7 @@ pub fn join(
             "the coordinator at {coord} did not accept the join"
         ));
     }
+    trace("joined");
     let _ = stream.set_read_timeout(None);
     let session = Session {
         program,
@@ -351,6 +373,7 @@ fn serve(mut reader: BufReader<TcpStream>, mut stream: TcpStream, session: Sessi
 /// complete), stays frozen `FAKE_DMTCP_FREEZE_MS` more, then answers.
 fn checkpoint(session: &Session, stream: &mut TcpStream) {
     let frozen = session.freeze.lock().unwrap_or_else(|e| e.into_inner());
+    trace("ckpt-start");
     let mut reply = match write_image(session) {
         Ok(path) => {
             std::thread::sleep(Duration::from_millis(env_num(ENV_FREEZE_MS, 20)));
