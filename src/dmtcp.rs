@@ -76,6 +76,7 @@ pub struct Dmtcp<'a> {
     /// starts.
     request: spawn::Command,
     quit: spawn::Command,
+    /// The `--quit` helper, once started (it is sent once).
     quitting: Option<Pid>,
     routes: Routes,
     /// Signals that mean "checkpoint, then exit".
@@ -427,8 +428,6 @@ impl Protocol for Dmtcp<'_> {
                     "the DMTCP coordinator {ended} while the job runs"
                 ));
             }
-        } else if Some(pid) == self.quitting {
-            self.quitting = None;
         } else if let Some(p) = &mut self.pending
             && p.requester == Some(pid)
         {
