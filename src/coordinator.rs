@@ -25,7 +25,7 @@ const HOST: &str = "127.0.0.1";
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The port file, in the store (a scratch name).
-const PORT_FILE: &CStr = c".coordinator-port";
+pub const PORT_FILE: &CStr = c".coordinator-port";
 
 /// The four tools, as found.
 pub struct Tools {
@@ -92,12 +92,14 @@ impl Coordinator {
     /// START_TIMEOUT and without fixed sleeps, until it has written its
     /// port and the process started has detached. `store` is the open
     /// store, `store_at` its absolute path (the coordinator may change
-    /// directory when it detaches).
+    /// directory when it detaches). `proc_is_ours`: /proc shows our PID
+    /// namespace, so our children can be listed (`procfs::is_ours`).
     pub fn start(
         tool: &Path,
         store: BorrowedFd,
         store_at: &Path,
         images_at: &Path,
+        proc_is_ours: bool,
         inherited: &Inherited,
         log: &Log,
     ) -> Result<Self, Error> {
@@ -150,8 +152,14 @@ impl Coordinator {
                 break;
             }
             if now >= give_up {
-                let _ = sys::kill(launcher, libc::SIGKILL);
-                let _ = reap_blocking(launcher);
+                if launcher_running {
+                    let _ = sys::kill(launcher, libc::SIGKILL);
+                    let _ = reap_blocking(launcher);
+                } else {
+                    // It detached (so its pid is no longer ours to signal)
+                    // and never said where it listens: end it, our child.
+                    kill_children(proc_is_ours);
+                }
                 return Err(fail(&format_args!(
                     "wrote no port to {} within {} s",
                     port_file.display(),
@@ -168,10 +176,12 @@ impl Coordinator {
         // Otherwise the detached coordinator is our only child.
         let pid = if launcher_running {
             Some(launcher)
-        } else {
+        } else if proc_is_ours {
             let me = rustix::process::getpid().as_raw_nonzero().get();
             let mut buf = [0u8; 256];
             crate::procfs::children(me, &mut buf).next()
+        } else {
+            None
         };
         log.info(format_args!(
             "coordinator on port {port}{}",
@@ -232,6 +242,20 @@ pub fn reap(pid: Pid) -> Option<i32> {
     match rustix::process::waitpid(Some(pid), WaitOptions::NOHANG) {
         Ok(Some((_, status))) => Some(status.as_raw()),
         _ => None,
+    }
+}
+
+/// SIGKILLs every child of ours (as /proc lists them, if it shows our
+/// namespace) and reaps them. Before the job starts: nothing else is ours.
+fn kill_children(proc_is_ours: bool) {
+    if proc_is_ours {
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        let mut buf = [0u8; 1024];
+        for child in crate::procfs::children(me, &mut buf) {
+            let _ = sys::kill(child, libc::SIGKILL);
+        }
+        // Killed: each is reaped as soon as it is gone.
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::empty()) {}
     }
 }
 

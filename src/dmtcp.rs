@@ -66,8 +66,11 @@ pub struct Dmtcp<'a> {
     inherited: &'a Inherited,
     log: &'a Log,
     store: Store,
-    /// `.images`, open (reopened after each commit).
-    images: OwnedFd,
+    /// `.images`, open (made anew after each commit; `None` if that
+    /// failed, until the next request makes it again).
+    images: Option<OwnedFd>,
+    /// /proc shows our PID namespace: our children can be listed.
+    proc_is_ours: bool,
     /// The coordinator's pid while it runs.
     coordinator: Option<Pid>,
     /// Its pid could not be told: only `--quit` ends it.
@@ -85,6 +88,9 @@ pub struct Dmtcp<'a> {
     by_signal: Option<Sig>,
     interval: Option<Duration>,
     next_tick: Option<Instant>,
+    /// How long a checkpoint may take: --ckpt-timeout; for an eviction,
+    /// else the job ad's JobMaxVacateTime less 10%.
+    timeout: Option<Duration>,
     evict_timeout: Option<Duration>,
     pending: Option<Pending>,
     outcome: Outcome,
@@ -130,6 +136,10 @@ impl<'a> Dmtcp<'a> {
         log: &'a Log,
     ) -> Result<(Self, spawn::Command), Error> {
         let tools = Tools::find(config.dmtcp_dir.as_deref(), std::env::var_os("PATH"))?;
+        // dmtcp_launch execs PROGRAM only once the coordinator runs; say
+        // now, as an exec would, if it cannot.
+        crate::program::check_executable(path)?;
+        let proc_is_ours = crate::procfs::is_ours();
         let (store, newest) = Store::open(&config.store, &[], config.keep, log)?;
         let store_at = absolute(Path::new(&config.store))?;
         let images_at = store_at.join(std::ffi::OsStr::from_bytes(IMAGES.to_bytes()));
@@ -148,9 +158,25 @@ impl<'a> Dmtcp<'a> {
             store.dir(),
             &store_at,
             &images_at,
+            proc_is_ours,
             inherited,
             log,
         )?;
+        let stop = |e: Error, quit: Option<&spawn::Command>| {
+            match (coordinator.pid, quit) {
+                (Some(pid), _) => {
+                    let _ = sys::kill(pid, libc::SIGKILL);
+                }
+                (None, Some(quit)) => {
+                    let _ = spawn::spawn(quit, inherited, false);
+                }
+                (None, None) => {}
+            }
+            e
+        };
+        let quit = coordinator
+            .command(&tools.command, "--quit")
+            .map_err(|e| stop(e, None))?;
         let ready = (|| {
             let mut args = coordinator.address().to_vec();
             args.extend([
@@ -179,18 +205,9 @@ impl<'a> Dmtcp<'a> {
                 }
             };
             let request = coordinator.command(&tools.command, "--bcheckpoint")?;
-            let quit = coordinator.command(&tools.command, "--quit")?;
-            Ok::<_, Error>((job, request, quit))
+            Ok::<_, Error>((job.dies_with_ckptrun(), request))
         })();
-        let (job, request, quit) = match ready {
-            Ok(ready) => ready,
-            Err(e) => {
-                if let Some(pid) = coordinator.pid {
-                    let _ = sys::kill(pid, libc::SIGKILL);
-                }
-                return Err(e);
-            }
-        };
+        let (job, request) = ready.map_err(|e| stop(e, Some(&quit)))?;
 
         let mut evictions = vec![libc::SIGTERM, libc::SIGINT];
         evictions.extend(&config.evict_signals);
@@ -199,7 +216,8 @@ impl<'a> Dmtcp<'a> {
             inherited,
             log,
             store,
-            images,
+            images: Some(images),
+            proc_is_ours,
             coordinator: coordinator.pid,
             coordinator_unknown: coordinator.pid.is_none(),
             request,
@@ -211,6 +229,7 @@ impl<'a> Dmtcp<'a> {
             by_signal: config.exit_by_signal,
             interval: config.interval,
             next_tick: config.interval.map(|every| Instant::now() + every),
+            timeout: config.ckpt_timeout,
             evict_timeout: config
                 .ckpt_timeout
                 .or(config.vacate_time.map(protocol::budget)),
@@ -225,20 +244,24 @@ impl<'a> Dmtcp<'a> {
     /// Asks the coordinator for a checkpoint, or joins the one under way.
     fn ask(&mut self, exit: bool) {
         let log = self.log;
-        let deadline = if exit {
-            self.evict_timeout.map(|t| Instant::now() + t)
+        let timeout = if exit {
+            self.evict_timeout
         } else {
-            None
+            self.timeout
         };
+        let deadline = timeout.map(|t| Instant::now() + t);
         if let Some(p) = &mut self.pending {
             if exit && !p.exit {
                 log.info(format_args!(
                     "a checkpoint is under way: it will be the eviction's"
                 ));
                 p.exit = true;
-                p.deadline = deadline;
+                p.deadline = deadline.or(p.deadline);
             }
             return;
+        }
+        if self.images.is_none() {
+            self.images = self.fresh_images();
         }
         self.pending = Some(Pending {
             exit,
@@ -307,24 +330,34 @@ impl<'a> Dmtcp<'a> {
                 self.store.shown.display()
             ));
         }
-        let reopened = self.store.fresh_scratch(IMAGES).and_then(|()| {
+        self.images = self.fresh_images();
+    }
+
+    /// The coordinator is gone: its port file says nothing any more.
+    fn forget_port_file(&self) {
+        let _ = rustix::fs::unlinkat(self.store.dir(), coordinator::PORT_FILE, AtFlags::empty());
+    }
+
+    /// `.images` made anew and opened; `None` (logged) if that failed.
+    fn fresh_images(&self) -> Option<OwnedFd> {
+        let made = self.store.fresh_scratch(IMAGES).and_then(|()| {
             crate::tree::open_dir(self.store.dir(), IMAGES).map_err(|errno| crate::store::Failed {
                 step: "open scratch",
                 errno,
             })
         });
-        match reopened {
-            Ok(fd) => self.images = fd,
-            Err(f) => log.warn(format_args!(
-                "{}/.images: {f}; later checkpoints will not be seen",
+        made.map_err(|f| {
+            self.log.warn(format_args!(
+                "{}/.images: {f}; no checkpoint can be taken until it can be made",
                 self.store.shown.display()
-            )),
-        }
+            ))
+        })
+        .ok()
     }
 }
 
 impl Protocol for Dmtcp<'_> {
-    fn on_signal(&mut self, sig: Sig, _job: &Job) -> Action {
+    fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
         if !self.evictions.contains(&sig) {
             return self.routes.route(sig);
         }
@@ -332,6 +365,9 @@ impl Protocol for Dmtcp<'_> {
         if self.outcome == Outcome::Running {
             self.log
                 .info(format_args!("{}: eviction, checkpoint and exit", Name(sig)));
+            // A stopped computation cannot be checkpointed; it is being
+            // evicted: let it run.
+            let _ = sys::kill(-job.pid, libc::SIGCONT);
             self.ask(true);
         }
         Action::Drop
@@ -373,7 +409,7 @@ impl Protocol for Dmtcp<'_> {
             }
             return Action::Drop;
         };
-        if complete(self.images.as_fd()) {
+        if self.images.as_ref().is_some_and(|d| complete(d.as_fd())) {
             if p.exit {
                 log.info(format_args!("checkpoint complete: ending the computation"));
                 return self.end_computation(Outcome::Checkpointed);
@@ -382,14 +418,17 @@ impl Protocol for Dmtcp<'_> {
             return Action::Drop;
         }
         if p.deadline.is_some_and(|t| t <= now) {
+            // DMTCP froze the computation for it: it cannot go on either.
             log.warn(format_args!(
-                "the checkpoint was not complete within {} ms: ending the computation",
-                self.evict_timeout.unwrap_or_default().as_millis()
+                "the {} checkpoint was not complete in time: ending the computation",
+                if p.exit { "eviction's" } else { "periodic" }
             ));
             return self.end_computation(Outcome::NotCheckpointed);
         }
         if p.retry_at.is_some_and(|t| t <= now) {
-            if p.tries >= MAX_TRIES || self.coordinator.is_none() {
+            // With a time limit, try until it; without, MAX_TRIES times.
+            let tried_enough = p.deadline.is_none() && p.tries >= MAX_TRIES;
+            if tried_enough || (self.coordinator.is_none() && !self.coordinator_unknown) {
                 log.warn(format_args!(
                     "no checkpoint could be requested ({} tries{})",
                     p.tries,
@@ -433,10 +472,14 @@ impl Protocol for Dmtcp<'_> {
         {
             p.requester = None;
             if ended.exit_code() != Some(0) {
-                log.warn(format_args!(
-                    "dmtcp_command --bcheckpoint {ended}; trying again in {} ms",
+                let again = format_args!(
+                    "dmtcp_command --bcheckpoint {ended}; trying again every {} ms",
                     RETRY.as_millis()
-                ));
+                );
+                match p.tries {
+                    1 => log.warn(again),
+                    _ => log.info(again),
+                }
                 p.retry_at = Some(Instant::now() + RETRY);
             }
         }
@@ -470,8 +513,9 @@ impl Protocol for Dmtcp<'_> {
     /// Waits, at most STOP_GRACE, until ckptrun has no child left: the
     /// coordinator exits by itself when its last client has gone
     /// (`--exit-on-last`), else it is told to `--quit` after a moment;
-    /// the helpers exit by themselves. Then SIGKILLs what is left (orphans
-    /// of the job included: ckptrun is their subreaper) and reaps it.
+    /// the helpers exit by themselves. Then SIGKILLs what is left (the
+    /// coordinator, and where /proc shows our namespace every child: the
+    /// job's orphans too, ckptrun being their subreaper) and reaps it.
     /// Does not allocate.
     fn end(&mut self, log: &Log) {
         let me = rustix::process::getpid().as_raw_nonzero().get();
@@ -480,30 +524,38 @@ impl Protocol for Dmtcp<'_> {
         let give_up = kill_at + STOP_GRACE;
         let mut buf = [0u8; 1024];
         loop {
-            while let Ok(Some((pid, status))) =
-                rustix::process::wait(rustix::process::WaitOptions::NOHANG)
-            {
-                self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
+            // Reap what has ended; ECHILD: no child is left at all.
+            loop {
+                match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
+                    Ok(Some((pid, status))) => {
+                        self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
+                    }
+                    Err(rustix::io::Errno::CHILD) => {
+                        self.forget_port_file();
+                        return;
+                    }
+                    _ => break,
+                }
             }
             let now = Instant::now();
             if now >= quit_at {
                 self.send_quit();
-            }
-            let mut any = false;
-            for child in crate::procfs::children(me, &mut buf) {
-                any = true;
-                if now >= kill_at {
-                    let _ = sys::kill(child, libc::SIGKILL);
-                }
-            }
-            if !any {
-                return;
             }
             if now >= give_up {
                 log.warn(format_args!(
                     "processes DMTCP started are still there after SIGKILL; leaving them"
                 ));
                 return;
+            }
+            if now >= kill_at {
+                if let Some(pid) = self.coordinator {
+                    let _ = sys::kill(pid, libc::SIGKILL);
+                }
+                if self.proc_is_ours {
+                    for child in crate::procfs::children(me, &mut buf) {
+                        let _ = sys::kill(child, libc::SIGKILL);
+                    }
+                }
             }
             let _ = sys::wait_signal(&coordinator::sigchld(), Some(Duration::from_millis(10)));
         }

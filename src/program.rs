@@ -51,6 +51,24 @@ pub fn locate(program: &OsStr, path_var: Option<OsString>) -> Result<PathBuf, Er
     })
 }
 
+/// Checks that `path` (PROGRAM as found) can be executed, for a launch
+/// that does not exec it itself (`--mode dmtcp`: dmtcp_launch does, after
+/// the coordinator is started): 127 if it is not there, 126 if it cannot
+/// be run, as an exec failure would be.
+pub fn check_executable(path: &Path) -> Result<(), Error> {
+    let fail = |errno: rustix::io::Errno, code| Error {
+        what: path.display().to_string(),
+        why: crate::sys::strerror(errno.raw_os_error()).into(),
+        code,
+    };
+    let st = rustix::fs::stat(path).map_err(|e| fail(e, error::NOT_FOUND))?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(fail(rustix::io::Errno::ACCESS, error::CANNOT_EXECUTE));
+    }
+    rustix::fs::access(path, rustix::fs::Access::EXEC_OK)
+        .map_err(|e| fail(e, error::CANNOT_EXECUTE))
+}
+
 /// The architecture to run `path` as: the one asked for, or with `auto`
 /// the one its ELF header names (ckptrun's own for a script or an
 /// unreadable file).

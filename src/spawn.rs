@@ -25,6 +25,8 @@ pub struct Command {
     _args: Vec<CString>,
     argv: Vec<*const c_char>,
     stdio: Stdio,
+    /// SIGKILL the child when ckptrun dies (PR_SET_PDEATHSIG).
+    dies_with_ckptrun: bool,
 }
 
 /// What the child gets as its standard input, output and error: each
@@ -117,7 +119,17 @@ impl Command {
             _args: args,
             argv,
             stdio: Stdio::default(),
+            dies_with_ckptrun: false,
         })
+    }
+
+    /// The same, killed (SIGKILL) if ckptrun dies first: a computation
+    /// ckptrun can no longer checkpoint or commit must not run on.
+    pub fn dies_with_ckptrun(self) -> Self {
+        Self {
+            dies_with_ckptrun: true,
+            ..self
+        }
     }
 
     /// The same, with these standard streams.
@@ -175,10 +187,11 @@ pub fn spawn(
 ) -> Result<Pid, SpawnError> {
     let (read_end, write_end) =
         pipe_with(PipeFlags::CLOEXEC).map_err(|e| SpawnError::Launcher(e.raw_os_error()))?;
+    let ckptrun = rustix::process::getpid();
     match sys::fork().map_err(SpawnError::Launcher)? {
         Forked::Child => {
             drop(read_end);
-            exec_child(command, inherited, foreground, write_end)
+            exec_child(command, inherited, foreground, ckptrun, write_end)
         }
         Forked::Parent(pid) => {
             drop(write_end);
@@ -202,10 +215,16 @@ pub fn spawn(
 }
 
 /// The child between fork and exec. Only async-signal-safe calls
-/// (signal-safety(7)): setpgid, tcsetpgrp, sigaction, sigprocmask,
-/// execve, write, _exit. It touches only data prepared before fork and
-/// never allocates.
-fn exec_child(command: &Command, inherited: &Inherited, foreground: bool, report: OwnedFd) -> ! {
+/// (signal-safety(7)): setpgid, tcsetpgrp, prctl, getppid, sigaction,
+/// sigprocmask, dup2, execve, write, _exit. It touches only data prepared
+/// before fork and never allocates.
+fn exec_child(
+    command: &Command,
+    inherited: &Inherited,
+    foreground: bool,
+    ckptrun: RPid,
+    report: OwnedFd,
+) -> ! {
     // Async-signal-safe: setpgid(2). Its own group, so that a terminal's
     // job control and --pgroup signals reach the job and not ckptrun, and
     // so that a stop signal is not discarded as it would be in an orphaned
@@ -215,6 +234,14 @@ fn exec_child(command: &Command, inherited: &Inherited, foreground: bool, report
         // Async-signal-safe: tcsetpgrp(3) (an ioctl). SIGTTOU is still
         // blocked here, so a background group may take the terminal.
         let _ = rustix::termios::tcsetpgrp(rustix::stdio::stdin(), rustix::process::getpid());
+    }
+    if command.dies_with_ckptrun {
+        // Async-signal-safe: prctl(2), getppid(2). If ckptrun died before
+        // the prctl, the signal will never come: go now.
+        let _ = sys::set_parent_death_signal(libc::SIGKILL);
+        if rustix::process::getppid() != Some(ckptrun) {
+            sys::exit_now(crate::error::LAUNCHER_FAILED as i32);
+        }
     }
     // Async-signal-safe: sigaction(2), sigprocmask(2). The job gets the
     // signal mask and SIGCHLD disposition ckptrun inherited; every other

@@ -296,7 +296,7 @@ impl Store {
             self.shown.display(),
             GenName::new(g).c().to_string_lossy()
         ));
-        self.prune(log)?;
+        self.prune_after_commit(log);
         Ok(g)
     }
 
@@ -360,7 +360,7 @@ impl Store {
             self.shown.display(),
             GenName::new(g).c().to_string_lossy()
         ));
-        self.prune(log)?;
+        self.prune_after_commit(log);
         Ok(g)
     }
 
@@ -395,6 +395,17 @@ impl Store {
         rustix::fs::renameat(dir, BUILDING, dir, GenName::new(g).c())
             .map_err(at("rename .building"))?;
         rustix::fs::fsync(dir).map_err(at("fsync the store"))
+    }
+
+    /// Prunes once generation N is committed: a failure here is logged,
+    /// not the commit's (N is there and complete).
+    fn prune_after_commit(&self, log: &Log) {
+        if let Err(f) = self.prune(log) {
+            log.warn(format_args!(
+                "{}: removing older generations failed: {f}; the next commit tries again",
+                self.shown.display()
+            ));
+        }
     }
 
     /// Retires generations beyond the newest and `keep` older ones.

@@ -286,8 +286,8 @@ fn the_job_ad_sets_the_signal_the_code_and_the_budget() {
 #[test]
 fn interval_commits_while_the_job_runs_and_a_crash_resumes_from_there() {
     let sandbox = sandbox("interval");
-    let expected = reference(80, ARGS);
-    let mut running = start(dmtcp(&sandbox, &["--interval", "0.3"], 80, 25, ARGS));
+    let expected = reference(120, ARGS);
+    let mut running = start(dmtcp(&sandbox, &["--interval", "0.3"], 120, 25, ARGS));
     let store = sandbox.path("ckptrun.store");
     wait_until("two periodic commits", || {
         store.exists()
@@ -295,20 +295,26 @@ fn interval_commits_while_the_job_runs_and_a_crash_resumes_from_there() {
                 .iter()
                 .any(|g| g >= &"gen.0000000002".to_string())
     });
-    // The node crashes: everything dies at once, nothing is cleaned up.
+    // ckptrun is killed (SIGKILL, no cleanup): the job dies with it
+    // (PR_SET_PDEATHSIG), and the coordinator when its last client has.
     running.child.kill().unwrap();
     let _ = running.child.wait();
-    for (pid, _) in processes_from(&sandbox.dir) {
-        // SAFETY: kill has no memory arguments.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+    // Within 1 s: the job had 2 s or more of steps left, so it did not
+    // just end by itself.
+    let gone_by = Instant::now() + Duration::from_secs(1);
+    while !processes_from(&sandbox.dir).is_empty() {
+        assert!(
+            Instant::now() < gone_by,
+            "still running after ckptrun was killed: {:?}",
+            processes_from(&sandbox.dir)
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
-    wait_until("the crashed run is gone", || {
-        processes_from(&sandbox.dir).is_empty()
-    });
     let newest = generations(&store).pop().unwrap();
     assert!(newest.as_str() >= "gen.0000000002", "{newest}");
 
-    let out = run(dmtcp(&sandbox, &[], 80, 1, ARGS));
+    // The restored job runs with its own arguments (25 ms steps).
+    let out = run(dmtcp(&sandbox, &[], 120, 25, ARGS));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     let generation: u64 = newest["gen.".len()..].parse().unwrap();
     assert!(
@@ -419,5 +425,115 @@ fn as_pid_1_an_eviction_still_exits_85() {
         images(&sandbox.path("ckptrun.store/gen.0000000001")).len(),
         1
     );
+}
+
+#[test]
+fn without_its_own_proc_ckptrun_still_ends_the_coordinator_once() {
+    // A PID namespace whose /proc shows the outer one: ckptrun cannot list
+    // its children there, so it cannot tell the coordinator's pid.
+    let sandbox = sandbox("foreign-proc");
+    let mut cmd = Command::new("unshare");
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        cmd.arg("--map-root-user");
+    }
+    cmd.args([
+        "--fork", "--pid", CKPTRUN, "--mode", "dmtcp", "--stdout", "out",
+    ])
+    .args(["--", "./job", "3", "10"])
+    .current_dir(&sandbox.dir)
+    .env("PATH", "/usr/bin:/bin")
+    .env_remove("_CONDOR_JOB_AD");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(read(sandbox.path("out")), reference(3, &[]));
+    let quits = out.stderr.matches("dmtcp_command").count();
+    assert!(
+        quits <= 1,
+        "{quits} dmtcp_command messages:\n{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("still there"), "{}", out.stderr);
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn a_coordinator_that_never_says_its_port_is_ended() {
+    let sandbox = sandbox("noport");
+    // The coordinator detaches, then would write its port after 12 s:
+    // ckptrun waits 10 s.
+    let out = run(dmtcp(&sandbox, &[], 2, 1, &[]).env("FAKE_DMTCP_PORT_DELAY_MS", "12000"));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("dmtcp_coordinator: wrote no port"),
+        "{}",
+        out.stderr
+    );
+    assert!(!sandbox.path("job.pid").exists(), "the job started");
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn a_periodic_checkpoint_never_complete_ends_in_124() {
+    let sandbox = sandbox("periodic-never");
+    let mut cmd = dmtcp(
+        &sandbox,
+        &["--interval", "0.2", "--ckpt-timeout", "0.5"],
+        400,
+        10,
+        &[],
+    );
+    cmd.env("FAKE_DMTCP_NEVER_COMPLETE", "1");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(124), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("periodic checkpoint was not complete"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        generations(&sandbox.path("ckptrun.store")),
+        ["gen.0000000000"]
+    );
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn an_eviction_waits_for_a_late_join_as_long_as_its_budget() {
+    // The job joins after 6 s (a slow restart, say): more than the 50
+    // tries allowed without a time limit, well within this one.
+    let sandbox = sandbox("late-join");
+    let mut cmd = dmtcp(&sandbox, &["--ckpt-timeout", "30"], 400, 10, &[]);
+    cmd.env("FAKE_DMTCP_JOIN_DELAY_MS", "6000");
+    let mut running = start(cmd);
+    running.wait_for(&sandbox.path("ckptrun.store/.coordinator-port"));
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("could not be requested"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        images(&sandbox.path("ckptrun.store/gen.0000000001")).len(),
+        1
+    );
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn a_missing_program_is_127_before_anything_starts() {
+    let sandbox = sandbox("noprogram");
+    let out = run(sandbox
+        .ckptrun(["--mode", "dmtcp", "--", "./nojob"])
+        .env("PATH", "/usr/bin:/bin"));
+    assert_eq!(out.code(), Some(127), "{}", out.stderr);
+    assert_one_error_line(&out, "./nojob: No such file or directory");
+    assert!(!sandbox.path("ckptrun.store").exists());
     assert_nothing_left(&sandbox);
 }

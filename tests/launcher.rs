@@ -463,8 +463,8 @@ fn stdin_stdout_and_stderr_files_in_every_mode() {
     inherited.sort();
     for (i, mode) in ["condor", "self", "init", "dmtcp"].into_iter().enumerate() {
         if mode == "dmtcp" {
-            // Its job is dmtcp_launch's; the redirection is the same code.
-            continue;
+            // The job is dmtcp_launch, which execs the program.
+            install_dmtcp_tools(&sandbox.dir);
         }
         let (out, err) = (format!("out{i}"), format!("err{i}"));
         // Appended to, as the DMTCP shim did.
@@ -478,6 +478,7 @@ fn stdin_stdout_and_stderr_files_in_every_mode() {
         // With fd 0 closed, the file opened for --stdin must still land
         // on 0, and nothing ckptrun opened may leak.
         let mut cmd = sandbox.ckptrun(&args);
+        cmd.env("PATH", "/usr/bin:/bin");
         before_exec(&mut cmd, || {
             // SAFETY: async-signal-safe.
             unsafe { libc::close(0) };
