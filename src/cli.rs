@@ -63,7 +63,8 @@ Options for every checkpointing mode:
                           (self, dmtcp: after the last checkpoint completed;
                           dmtcp: the job keeps running)
       --ckpt-timeout SECS a job that does not answer a request within SECS
-                          is logged, and killed if it was to exit (exit 124)
+                          is logged, and killed if it was to exit (exit 124;
+                          dmtcp: any checkpoint not complete in SECS)
                           [default: the job ad's JobMaxVacateTime less 10%
                           for evictions, else none]
 
