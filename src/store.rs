@@ -291,12 +291,7 @@ impl Store {
         rustix::fs::renameat(dir, name, dir, GenName::new(g).c())
             .map_err(at("rename it into the next generation"))?;
         rustix::fs::fsync(dir).map_err(at("fsync the store"))?;
-        log.info(format_args!(
-            "committed {}/{}",
-            self.shown.display(),
-            GenName::new(g).c().to_string_lossy()
-        ));
-        self.prune_after_commit(log);
+        self.committed(g, log);
         Ok(g)
     }
 
@@ -355,12 +350,7 @@ impl Store {
     pub fn commit(&self, take: Take, log: &Log) -> Result<u64, Failed> {
         let g = self.newest()?.map_or(1, |n| n + 1);
         self.build(take, g)?;
-        log.info(format_args!(
-            "committed {}/{}",
-            self.shown.display(),
-            GenName::new(g).c().to_string_lossy()
-        ));
-        self.prune_after_commit(log);
+        self.committed(g, log);
         Ok(g)
     }
 
@@ -397,9 +387,14 @@ impl Store {
         rustix::fs::fsync(dir).map_err(at("fsync the store"))
     }
 
-    /// Prunes once generation N is committed: a failure here is logged,
-    /// not the commit's (N is there and complete).
-    fn prune_after_commit(&self, log: &Log) {
+    /// Generation `g` is committed: says so, and prunes. A failure to
+    /// prune is logged, not the commit's (`g` is there and complete).
+    fn committed(&self, g: u64, log: &Log) {
+        log.info(format_args!(
+            "committed {}/{}",
+            self.shown.display(),
+            GenName::new(g).c().to_string_lossy()
+        ));
         if let Err(f) = self.prune(log) {
             log.warn(format_args!(
                 "{}: removing older generations failed: {f}; the next commit tries again",

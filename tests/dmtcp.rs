@@ -60,16 +60,6 @@ fn read(path: impl AsRef<Path>) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-fn generations(store: &Path) -> Vec<String> {
-    let mut gens: Vec<String> = std::fs::read_dir(store)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("gen."))
-        .collect();
-    gens.sort();
-    gens
-}
-
 /// The images in a generation.
 fn images(generation: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(generation)

@@ -6,7 +6,6 @@
 mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -56,16 +55,6 @@ fn self_sh(sandbox: &Sandbox, extra: &[&str], script: &str) -> Command {
 /// What the first commit (generation 1) holds for `state`.
 fn first_commit(sandbox: &Sandbox) -> Vec<u8> {
     std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap()
-}
-
-fn generations(store: &Path) -> Vec<String> {
-    let mut gens: Vec<String> = std::fs::read_dir(store)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("gen."))
-        .collect();
-    gens.sort();
-    gens
 }
 
 /// What an uninterrupted run writes to RESULT (a directory state: `dir`).

@@ -384,3 +384,14 @@ pub fn parent_and_state(pid: i32) -> Option<(i32, char)> {
 pub fn alive(pid: i32) -> bool {
     parent_and_state(pid).is_some_and(|(_, state)| state != 'Z')
 }
+
+/// The generations in a store (`gen.N` names), sorted.
+pub fn generations(store: &Path) -> Vec<String> {
+    let mut gens: Vec<String> = std::fs::read_dir(store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("gen."))
+        .collect();
+    gens.sort();
+    gens
+}
