@@ -154,7 +154,8 @@ fn a_job_that_ends_passes_its_status_and_leaves_nothing() {
 fn eviction_checkpoints_commits_and_the_restart_resumes() {
     let sandbox = sandbox("evict");
     let expected = reference(40, ARGS);
-    let mut running = start(dmtcp(&sandbox, &[], 40, 20, ARGS));
+    // --log FILE, the shim's option: ckptrun's own lines, appended.
+    let mut running = start(dmtcp(&sandbox, &["--log", "shim.log"], 40, 20, ARGS));
     wait_for_lines(&mut running, &sandbox.path("out"), 5);
     running.signal(libc::SIGTERM);
     let out = running.finish();
@@ -165,6 +166,12 @@ fn eviction_checkpoints_commits_and_the_restart_resumes() {
     let gen1 = store.join("gen.0000000001");
     assert_eq!(images(&gen1).len(), 1, "{gen1:?}");
     assert!(gen1.join("dmtcp_restart_script.sh").exists());
+    let log = read(sandbox.path("shim.log"));
+    assert!(
+        log.contains("committed ckptrun.store/gen.0000000001"),
+        "{log}"
+    );
+    assert!(log.contains("exit 85"), "{log}");
     let at_eviction = read(sandbox.path("out")).lines().count();
     assert!(
         at_eviction < 41,
