@@ -92,14 +92,15 @@ impl Coordinator {
     /// START_TIMEOUT and without fixed sleeps, until it has written its
     /// port and the process started has detached. `store` is the open
     /// store, `store_at` its absolute path (the coordinator may change
-    /// directory when it detaches). `proc_is_ours`: /proc shows our PID
-    /// namespace, so our children can be listed (`procfs::is_ours`).
+    /// directory when it detaches). `children` lists ckptrun's children
+    /// before it started anything (see `Children`).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         tool: &Path,
         store: BorrowedFd,
         store_at: &Path,
         images_at: &Path,
-        proc_is_ours: bool,
+        children: &Children,
         inherited: &Inherited,
         log: &Log,
     ) -> Result<Self, Error> {
@@ -110,6 +111,9 @@ impl Coordinator {
             Err(e) => return Err(Error::os(store_at.join(".coordinator-port").display(), e)),
         }
         let port_file = store_at.join(OsStr::from_bytes(PORT_FILE.to_bytes()));
+        if children.listable() {
+            end_stale(&port_file, log);
+        }
         let args: Vec<OsString> = vec![
             "--coord-port".into(),
             "0".into(),
@@ -158,7 +162,7 @@ impl Coordinator {
                 } else {
                     // It detached (so its pid is no longer ours to signal)
                     // and never said where it listens: end it, our child.
-                    kill_children(proc_is_ours);
+                    children.kill_new();
                 }
                 return Err(fail(&format_args!(
                     "wrote no port to {} within {} s",
@@ -176,12 +180,8 @@ impl Coordinator {
         // Otherwise the detached coordinator is our only child.
         let pid = if launcher_running {
             Some(launcher)
-        } else if proc_is_ours {
-            let me = rustix::process::getpid().as_raw_nonzero().get();
-            let mut buf = [0u8; 256];
-            crate::procfs::children(me, &mut buf).next()
         } else {
-            None
+            children.new_one()
         };
         log.info(format_args!(
             "coordinator on port {port}{}",
@@ -211,6 +211,40 @@ impl Coordinator {
             spawn::Command::new(tool, OsStr::new("dmtcp_command"), &args, &[])?
                 .with_stdio(Stdio::helper()?),
         )
+    }
+}
+
+/// Kills a coordinator an earlier run in this sandbox left: ckptrun was
+/// killed before the job joined it, so `--exit-on-last` never fires. It
+/// is known by its `--port-file`, this sandbox's.
+fn end_stale(port_file: &Path, log: &Log) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<Pid>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let mut args = cmdline.split(|&b| b == 0);
+        let is_coordinator = args.next().is_some_and(|argv0| {
+            Path::new(OsStr::from_bytes(argv0)).ends_with("dmtcp_coordinator")
+        });
+        let ours = args
+            .skip_while(|&a| a != b"--port-file")
+            .nth(1)
+            .is_some_and(|f| f == port_file.as_os_str().as_bytes());
+        if is_coordinator && ours && sys::kill(pid, libc::SIGKILL).is_ok() {
+            log.warn(format_args!(
+                "killed pid {pid}, a coordinator an earlier run left in this sandbox"
+            ));
+        }
     }
 }
 
@@ -245,18 +279,69 @@ pub fn reap(pid: Pid) -> Option<i32> {
     }
 }
 
-/// SIGKILLs every child of ours (as /proc lists them, if it shows our
-/// namespace) and reaps them. Before the job starts: nothing else is ours.
-fn kill_children(proc_is_ours: bool) {
-    if proc_is_ours {
-        let me = rustix::process::getpid().as_raw_nonzero().get();
-        let mut buf = [0u8; 1024];
-        for child in crate::procfs::children(me, &mut buf) {
-            let _ = sys::kill(child, libc::SIGKILL);
+/// ckptrun's children, as /proc lists them, told apart from those it had
+/// before it started anything (a process may exec ckptrun with children
+/// of its own: those are not ckptrun's to end). Empty, and `new_one`
+/// always `None`, where /proc shows another PID namespace. Does not
+/// allocate.
+pub struct Children {
+    proc_is_ours: bool,
+    before: heapless::Vec<Pid, 32>,
+}
+
+impl Children {
+    /// Notes the children ckptrun has now (before anything is started).
+    pub fn before_start(proc_is_ours: bool) -> Self {
+        let mut before = heapless::Vec::new();
+        if proc_is_ours {
+            let mut buf = [0u8; 1024];
+            for child in crate::procfs::children(me(), &mut buf) {
+                let _ = before.push(child);
+            }
         }
-        // Killed: each is reaped as soon as it is gone.
-        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::empty()) {}
+        Self {
+            proc_is_ours,
+            before,
+        }
     }
+
+    /// Whether /proc can list them at all.
+    pub fn listable(&self) -> bool {
+        self.proc_is_ours
+    }
+
+    /// Calls `f` with each child ckptrun started or adopted since.
+    pub fn each_new(&self, mut f: impl FnMut(Pid)) {
+        if !self.proc_is_ours {
+            return;
+        }
+        let mut buf = [0u8; 1024];
+        for child in crate::procfs::children(me(), &mut buf) {
+            if !self.before.contains(&child) {
+                f(child);
+            }
+        }
+    }
+
+    fn new_one(&self) -> Option<Pid> {
+        let mut found = None;
+        self.each_new(|pid| {
+            found.get_or_insert(pid);
+        });
+        found
+    }
+
+    /// SIGKILLs every new child and reaps it (before the job starts).
+    fn kill_new(&self) {
+        self.each_new(|pid| {
+            let _ = sys::kill(pid, libc::SIGKILL);
+            let _ = reap_blocking(pid);
+        });
+    }
+}
+
+fn me() -> Pid {
+    rustix::process::getpid().as_raw_nonzero().get()
 }
 
 fn reap_blocking(pid: Pid) -> Option<i32> {

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{AtFlags, FileType, RawDir, SeekFrom};
 
 use crate::cli::Config;
-use crate::coordinator::{self, Coordinator, Tools};
+use crate::coordinator::{self, Children, Coordinator, Tools};
 use crate::error::{COMMIT_FAILED, Error, NO_ANSWER};
 use crate::log::Log;
 use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
@@ -69,8 +69,10 @@ pub struct Dmtcp<'a> {
     /// `.images`, open (made anew after each commit; `None` if that
     /// failed, until the next request makes it again).
     images: Option<OwnedFd>,
-    /// /proc shows our PID namespace: our children can be listed.
-    proc_is_ours: bool,
+    /// ckptrun's children, told apart from those it was started with.
+    children: Children,
+    /// The `dmtcp_command`s running.
+    helpers: heapless::Vec<Pid, 8>,
     /// The coordinator's pid while it runs.
     coordinator: Option<Pid>,
     /// Its pid could not be told: only `--quit` ends it.
@@ -139,7 +141,7 @@ impl<'a> Dmtcp<'a> {
         // dmtcp_launch execs PROGRAM only once the coordinator runs; say
         // now, as an exec would, if it cannot.
         crate::program::check_executable(path)?;
-        let proc_is_ours = crate::procfs::is_ours();
+        let children = Children::before_start(crate::procfs::is_ours());
         let (store, newest) = Store::open(&config.store, &[], config.keep, log)?;
         let store_at = absolute(Path::new(&config.store))?;
         let images_at = store_at.join(std::ffi::OsStr::from_bytes(IMAGES.to_bytes()));
@@ -158,7 +160,7 @@ impl<'a> Dmtcp<'a> {
             store.dir(),
             &store_at,
             &images_at,
-            proc_is_ours,
+            &children,
             inherited,
             log,
         )?;
@@ -217,7 +219,8 @@ impl<'a> Dmtcp<'a> {
             log,
             store,
             images: Some(images),
-            proc_is_ours,
+            children,
+            helpers: heapless::Vec::new(),
             coordinator: coordinator.pid,
             coordinator_unknown: coordinator.pid.is_none(),
             request,
@@ -242,7 +245,9 @@ impl<'a> Dmtcp<'a> {
     }
 
     /// Asks the coordinator for a checkpoint, or joins the one under way.
-    fn ask(&mut self, exit: bool) {
+    /// With no `.images` to see it in, none is asked for: an eviction then
+    /// ends the computation (124).
+    fn ask(&mut self, exit: bool) -> Action {
         let log = self.log;
         let timeout = if exit {
             self.evict_timeout
@@ -258,10 +263,17 @@ impl<'a> Dmtcp<'a> {
                 p.exit = true;
                 p.deadline = deadline.or(p.deadline);
             }
-            return;
+            return Action::Drop;
         }
         if self.images.is_none() {
             self.images = self.fresh_images();
+        }
+        if self.images.is_none() {
+            if exit {
+                return self.end_computation(Outcome::NotCheckpointed);
+            }
+            self.next_tick = self.interval.map(|every| Instant::now() + every);
+            return Action::Drop;
         }
         self.pending = Some(Pending {
             exit,
@@ -272,6 +284,7 @@ impl<'a> Dmtcp<'a> {
             next_poll: Instant::now() + POLL,
         });
         self.send_request();
+        Action::Drop
     }
 
     fn send_request(&mut self) {
@@ -282,9 +295,12 @@ impl<'a> Dmtcp<'a> {
         match spawn::spawn(&self.request, self.inherited, false) {
             Ok(pid) => {
                 p.requester = Some(pid);
-                log.info(format_args!(
-                    "checkpoint requested (dmtcp_command --bcheckpoint)"
-                ));
+                let _ = self.helpers.push(pid);
+                if p.tries == 1 {
+                    log.info(format_args!(
+                        "checkpoint requested (dmtcp_command --bcheckpoint)"
+                    ));
+                }
             }
             Err(e) => {
                 log.warn(format_args!("dmtcp_command: {e}"));
@@ -314,9 +330,22 @@ impl<'a> Dmtcp<'a> {
             return;
         }
         match spawn::spawn(&self.quit, self.inherited, false) {
-            Ok(pid) => self.quitting = Some(pid),
+            Ok(pid) => {
+                self.quitting = Some(pid);
+                let _ = self.helpers.push(pid);
+            }
             Err(e) => log.warn(format_args!("dmtcp_command --quit: {e}")),
         }
+    }
+
+    /// Commits `.images` as the next generation. The restart script's
+    /// symlink is left out: DMTCP may make it absolute, into `.images`,
+    /// and it would dangle (the script it names is kept).
+    fn commit(&self) -> Result<u64, crate::store::Failed> {
+        if let Some(images) = &self.images {
+            let _ = rustix::fs::unlinkat(images, RESTART_SCRIPT, AtFlags::empty());
+        }
+        self.store.adopt(IMAGES, self.log)
     }
 
     /// A periodic checkpoint is complete: commit it while the job runs on.
@@ -324,7 +353,7 @@ impl<'a> Dmtcp<'a> {
         let log = self.log;
         self.pending = None;
         self.next_tick = self.interval.map(|every| Instant::now() + every);
-        if let Err(f) = self.store.adopt(IMAGES, log) {
+        if let Err(f) = self.commit() {
             log.warn(format_args!(
                 "{}: commit failed: {f}; the last commit is kept",
                 self.store.shown.display()
@@ -368,7 +397,7 @@ impl Protocol for Dmtcp<'_> {
             // A stopped computation cannot be checkpointed; it is being
             // evicted: let it run.
             let _ = sys::kill(-job.pid, libc::SIGCONT);
-            self.ask(true);
+            return self.ask(true);
         }
         Action::Drop
     }
@@ -405,7 +434,7 @@ impl Protocol for Dmtcp<'_> {
             if self.next_tick.is_some_and(|t| t <= now) && self.outcome == Outcome::Running {
                 self.next_tick = None;
                 log.info(format_args!("--interval: periodic checkpoint"));
-                self.ask(false);
+                return self.ask(false);
             }
             return Action::Drop;
         };
@@ -458,6 +487,7 @@ impl Protocol for Dmtcp<'_> {
             return;
         }
         let ended = Ended { raw, pid };
+        self.helpers.retain(|&h| h != pid);
         if Some(pid) == self.coordinator {
             self.coordinator = None;
             if self.job_ended || self.quitting.is_some() {
@@ -490,7 +520,7 @@ impl Protocol for Dmtcp<'_> {
         // Nothing of the computation may run on (or write) after this.
         supervise::end_group(ended.pid, log);
         match self.outcome {
-            Outcome::Checkpointed => match self.store.adopt(IMAGES, log) {
+            Outcome::Checkpointed => match self.commit() {
                 Ok(g) => protocol::checkpointed(
                     self.code,
                     self.by_signal,
@@ -510,32 +540,45 @@ impl Protocol for Dmtcp<'_> {
         }
     }
 
-    /// Waits, at most STOP_GRACE, until ckptrun has no child left: the
-    /// coordinator exits by itself when its last client has gone
-    /// (`--exit-on-last`), else it is told to `--quit` after a moment;
-    /// the helpers exit by themselves. Then SIGKILLs what is left (the
-    /// coordinator, and where /proc shows our namespace every child: the
-    /// job's orphans too, ckptrun being their subreaper) and reaps it.
-    /// Does not allocate.
+    /// Waits, at most STOP_GRACE, until nothing ckptrun started is left:
+    /// the coordinator exits by itself when its last client has gone
+    /// (`--exit-on-last`), else it is told to `--quit` after a moment; the
+    /// helpers exit by themselves. Then SIGKILLs what is left (the
+    /// coordinator, the helpers, and where /proc shows our namespace every
+    /// child ckptrun did not start with: the job's orphans too, ckptrun
+    /// being their subreaper) and reaps it. Does not allocate.
     fn end(&mut self, log: &Log) {
-        let me = rustix::process::getpid().as_raw_nonzero().get();
         let start = Instant::now();
         let (quit_at, kill_at) = (start + EXIT_ON_LAST, start + STOP_GRACE);
         let give_up = kill_at + STOP_GRACE;
-        let mut buf = [0u8; 1024];
+        let mut said = false;
         loop {
             // Reap what has ended; ECHILD: no child is left at all.
+            let mut none_left = false;
             loop {
                 match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
                     Ok(Some((pid, status))) => {
                         self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
                     }
                     Err(rustix::io::Errno::CHILD) => {
-                        self.forget_port_file();
-                        return;
+                        none_left = true;
+                        break;
                     }
                     _ => break,
                 }
+            }
+            let mut left = 0;
+            self.children.each_new(|_| left += 1);
+            let known_left = self.coordinator.is_some() || !self.helpers.is_empty();
+            let done = none_left
+                || match self.children.listable() {
+                    true => left == 0,
+                    // Only what ckptrun knows of can be waited for.
+                    false => !known_left && (!self.coordinator_unknown || self.quitting.is_some()),
+                };
+            if done {
+                self.forget_port_file();
+                return;
             }
             let now = Instant::now();
             if now >= quit_at {
@@ -543,19 +586,23 @@ impl Protocol for Dmtcp<'_> {
             }
             if now >= give_up {
                 log.warn(format_args!(
-                    "processes DMTCP started are still there after SIGKILL; leaving them"
+                    "processes DMTCP or the job started are still there after SIGKILL; leaving them"
                 ));
                 return;
             }
             if now >= kill_at {
-                if let Some(pid) = self.coordinator {
+                if !said {
+                    log.warn(format_args!(
+                        "ending what is left of the computation (SIGKILL): the coordinator, helpers, processes the job left"
+                    ));
+                    said = true;
+                }
+                for pid in self.coordinator.iter().chain(&self.helpers) {
+                    let _ = sys::kill(*pid, libc::SIGKILL);
+                }
+                self.children.each_new(|pid| {
                     let _ = sys::kill(pid, libc::SIGKILL);
-                }
-                if self.proc_is_ours {
-                    for child in crate::procfs::children(me, &mut buf) {
-                        let _ = sys::kill(child, libc::SIGKILL);
-                    }
-                }
+                });
             }
             let _ = sys::wait_signal(&coordinator::sigchld(), Some(Duration::from_millis(10)));
         }

@@ -54,6 +54,7 @@ use crate::signals::Inherited;
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
+    sys::hold_standard_fds();
     let mut config = match cli::parse(args(argc, argv), |name| std::env::var_os(name)) {
         Ok(Request::Run(config)) => *config,
         Ok(Request::Help) => return print(cli::HELP),

@@ -72,7 +72,8 @@ impl Stdio {
         )
         .and_then(above_stdio)
         .map_err(|e| Error::os("/dev/null", e))?;
-        // A closed standard error stays closed for the helper too.
+        // (A standard error ckptrun was started without is /dev/null by
+        // now: see sys::hold_standard_fds.)
         let err = above_stdio_dup(rustix::stdio::stderr()).ok();
         Ok(Self([Some(null), err, None]))
     }
@@ -225,6 +226,14 @@ fn exec_child(
     ckptrun: RPid,
     report: OwnedFd,
 ) -> ! {
+    if command.dies_with_ckptrun {
+        // Async-signal-safe: prctl(2), getppid(2). If ckptrun died before
+        // the prctl, the signal will never come: go now.
+        let _ = sys::set_parent_death_signal(libc::SIGKILL);
+        if rustix::process::getppid() != Some(ckptrun) {
+            sys::exit_now(crate::error::LAUNCHER_FAILED as i32);
+        }
+    }
     // Async-signal-safe: setpgid(2). Its own group, so that a terminal's
     // job control and --pgroup signals reach the job and not ckptrun, and
     // so that a stop signal is not discarded as it would be in an orphaned
@@ -234,14 +243,6 @@ fn exec_child(
         // Async-signal-safe: tcsetpgrp(3) (an ioctl). SIGTTOU is still
         // blocked here, so a background group may take the terminal.
         let _ = rustix::termios::tcsetpgrp(rustix::stdio::stdin(), rustix::process::getpid());
-    }
-    if command.dies_with_ckptrun {
-        // Async-signal-safe: prctl(2), getppid(2). If ckptrun died before
-        // the prctl, the signal will never come: go now.
-        let _ = sys::set_parent_death_signal(libc::SIGKILL);
-        if rustix::process::getppid() != Some(ckptrun) {
-            sys::exit_now(crate::error::LAUNCHER_FAILED as i32);
-        }
     }
     // Async-signal-safe: sigaction(2), sigprocmask(2). The job gets the
     // signal mask and SIGCHLD disposition ckptrun inherited; every other

@@ -252,6 +252,31 @@ pub fn execve(path: &CStr, argv: &[*const c_char]) -> c_int {
     errno()
 }
 
+/// Puts /dev/null (close-on-exec) on each of descriptors 0-2 that ckptrun
+/// was started without, so that no file ckptrun opens later (its log, the
+/// store) takes that number and receives what is written to stderr. The
+/// job still gets them closed: close-on-exec.
+pub fn hold_standard_fds() {
+    for fd in 0..3 {
+        // SAFETY: fcntl(F_GETFD) on a number only asks whether it is open.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1 {
+            continue;
+        }
+        // open(2) returns the lowest free number: `fd`, as 0..fd are open.
+        let Ok(null) = rustix::fs::open(
+            c"/dev/null",
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) else {
+            return;
+        };
+        if std::os::fd::AsRawFd::as_raw_fd(&null) == fd {
+            // Kept open for the life of the process.
+            std::mem::forget(null);
+        }
+    }
+}
+
 /// _exit(2): ends the process at once, running no destructor or atexit
 /// handler. Async-signal-safe.
 pub fn exit_now(code: c_int) -> ! {

@@ -165,7 +165,20 @@ fn eviction_checkpoints_commits_and_the_restart_resumes() {
     assert!(generations(&store).contains(&"gen.0000000001".to_string()));
     let gen1 = store.join("gen.0000000001");
     assert_eq!(images(&gen1).len(), 1, "{gen1:?}");
-    assert!(gen1.join("dmtcp_restart_script.sh").exists());
+    // The restart script is kept, its symlink (which DMTCP may make
+    // absolute, into the scratch directory) is not.
+    let names: Vec<String> = std::fs::read_dir(&gen1)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("dmtcp_restart_script_")),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"dmtcp_restart_script.sh".into()),
+        "{names:?}"
+    );
     let log = read(sandbox.path("shim.log"));
     assert!(
         log.contains("committed ckptrun.store/gen.0000000001"),
@@ -532,5 +545,62 @@ fn a_missing_program_is_127_before_anything_starts() {
     assert_eq!(out.code(), Some(127), "{}", out.stderr);
     assert_one_error_line(&out, "./nojob: No such file or directory");
     assert!(!sandbox.path("ckptrun.store").exists());
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn children_ckptrun_was_started_with_are_not_its_to_end() {
+    // `sh -c 'sleep & exec ckptrun ...'`: ckptrun starts with a child of
+    // its own, which it must take neither for the coordinator nor for
+    // something the computation left.
+    let sandbox = sandbox("inherited");
+    let script = format!(
+        "sleep 30 >/dev/null 2>&1 & echo $! > sleep.pid; exec {CKPTRUN} --mode dmtcp --stdout out --ckpt-timeout 20 -- ./job 400 10"
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script])
+        .current_dir(&sandbox.dir)
+        .env("PATH", "/usr/bin:/bin")
+        .env("DMTCP_JOB_PIDFILE", "job.pid")
+        .env("FAKE_DMTCP_JOIN_DELAY_MS", "500")
+        .env_remove("_CONDOR_JOB_AD");
+    let mut running = start(cmd);
+    running.wait_for(&sandbox.path("ckptrun.store/.coordinator-port"));
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(!out.stderr.contains("coordinator exited"), "{}", out.stderr);
+    let sleep: i32 = read(sandbox.path("sleep.pid")).trim().parse().unwrap();
+    assert!(alive(sleep), "ckptrun ended a process it did not start");
+    // SAFETY: kill has no memory arguments.
+    unsafe { libc::kill(sleep, libc::SIGKILL) };
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn a_coordinator_left_by_a_killed_run_is_ended_by_the_next_start() {
+    // ckptrun is killed before the job joined: the coordinator, with no
+    // client ever, does not know to exit (README). The next start does it.
+    let sandbox = sandbox("stale");
+    let mut cmd = dmtcp(&sandbox, &[], 100, 10, &[]);
+    cmd.env("FAKE_DMTCP_JOIN_DELAY_MS", "3000");
+    let mut running = start(cmd);
+    running.wait_for(&sandbox.path("ckptrun.store/.coordinator-port"));
+    running.child.kill().unwrap();
+    let _ = running.child.wait();
+    let coordinator = || {
+        processes_from(&sandbox.dir)
+            .into_iter()
+            .filter(|(_, exe)| exe.ends_with("dmtcp_coordinator"))
+            .count()
+    };
+    wait_until("the job died with ckptrun", || {
+        processes_from(&sandbox.dir).len() == coordinator()
+    });
+    assert_eq!(coordinator(), 1, "{:?}", processes_from(&sandbox.dir));
+
+    let out = run(dmtcp(&sandbox, &[], 3, 1, &[]));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("an earlier run left"), "{}", out.stderr);
     assert_nothing_left(&sandbox);
 }

@@ -501,6 +501,29 @@ fn stdin_stdout_and_stderr_files_in_every_mode() {
 }
 
 #[test]
+fn a_closed_stderr_is_not_taken_by_the_log() {
+    // Started with fd 2 closed, the first file ckptrun opens (its log)
+    // would get number 2, and every message to stderr would land in it.
+    let sandbox = Sandbox::new("closed-stderr");
+    let mut cmd = sandbox.ckptrun([
+        "--mode", "init", "-v", "--log", "log", "--", "sh", "-c", "exit 3",
+    ]);
+    before_exec(&mut cmd, || {
+        // SAFETY: async-signal-safe.
+        unsafe { libc::close(2) };
+    });
+    assert_eq!(run(&mut cmd).code(), Some(3));
+    let log = std::fs::read_to_string(sandbox.path("log")).unwrap();
+    assert!(!log.is_empty());
+    for line in log.lines() {
+        assert!(
+            !line.starts_with("ckptrun: "),
+            "a stderr line in the log: {log}"
+        );
+    }
+}
+
+#[test]
 fn version_and_help() {
     let sandbox = Sandbox::new("version");
     let out = run(sandbox.ckptrun(["--version"]));
