@@ -67,7 +67,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{CKPTRUN, alive, dmtcp_job, install_dmtcp_tools};
+use common::{CKPTRUN, Rng, alive, clock_seed, dmtcp_job, install_dmtcp_tools};
 
 const STEPS: u64 = 600;
 const STEP_MS: u64 = 10;
@@ -1021,24 +1021,4 @@ fn difference(got: &[u8], want: &[u8]) -> String {
 fn last_lines(text: &str, n: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(n)..].join("\n")
-}
-
-/// splitmix64: small, seedable, good enough to pick actions.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n.max(1)
-    }
-}
-
-fn clock_seed() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    (now.as_nanos() as u64 ^ u64::from(std::process::id())) % 1_000_000_000
 }

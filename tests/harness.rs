@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CKPTRUN, self_fixture};
+use common::{CKPTRUN, Rng, clock_seed, self_fixture};
 
 const STATE: &str = "state";
 const STORE: &str = "ckptrun.store";
@@ -673,24 +673,4 @@ fn tail(path: &Path, lines: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_else(|e| format!("({}: {e})", path.display()));
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// splitmix64: small, seedable, good enough to pick actions.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n.max(1)
-    }
-}
-
-fn clock_seed() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    (now.as_nanos() as u64 ^ u64::from(std::process::id())) % 1_000_000_000
 }

@@ -395,3 +395,25 @@ pub fn generations(store: &Path) -> Vec<String> {
     gens.sort();
     gens
 }
+
+/// splitmix64: small, seedable, good enough for the harnesses to pick
+/// actions.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}
+
+/// A seed from the clock, for a harness run not replaying one.
+pub fn clock_seed() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (now.as_nanos() as u64 ^ u64::from(std::process::id())) % 1_000_000_000
+}
