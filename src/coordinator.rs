@@ -106,13 +106,14 @@ impl Coordinator {
     ) -> Result<Self, Error> {
         let shown = tool.display();
         let fail = |why: &dyn std::fmt::Display| Error::usage(&shown, why);
+        let port_file = store_at.join(OsStr::from_bytes(PORT_FILE.to_bytes()));
+        let store_id = identity(store);
+        if children.listable() {
+            end_stale(store_id, log);
+        }
         match rustix::fs::unlinkat(store, PORT_FILE, rustix::fs::AtFlags::empty()) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => {}
             Err(e) => return Err(Error::os(store_at.join(".coordinator-port").display(), e)),
-        }
-        let port_file = store_at.join(OsStr::from_bytes(PORT_FILE.to_bytes()));
-        if children.listable() {
-            end_stale(&port_file, log);
         }
         let args: Vec<OsString> = vec![
             "--coord-port".into(),
@@ -181,7 +182,7 @@ impl Coordinator {
         let pid = if launcher_running {
             Some(launcher)
         } else {
-            children.new_one()
+            children.find_new(|pid| runs_with_our_port_file(pid, store_id))
         };
         log.info(format_args!(
             "coordinator on port {port}{}",
@@ -216,8 +217,9 @@ impl Coordinator {
 
 /// Kills a coordinator an earlier run in this sandbox left: ckptrun was
 /// killed before the job joined it, so `--exit-on-last` never fires. It
-/// is known by its `--port-file`, this sandbox's.
-fn end_stale(port_file: &Path, log: &Log) {
+/// is known by its `--port-file`, in this very store (the store is locked
+/// by this run, so no live run's coordinator has it).
+fn end_stale(store_id: Option<(u64, u64)>, log: &Log) {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return;
     };
@@ -229,23 +231,43 @@ fn end_stale(port_file: &Path, log: &Log) {
         else {
             continue;
         };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let mut args = cmdline.split(|&b| b == 0);
-        let is_coordinator = args.next().is_some_and(|argv0| {
-            Path::new(OsStr::from_bytes(argv0)).ends_with("dmtcp_coordinator")
-        });
-        let ours = args
-            .skip_while(|&a| a != b"--port-file")
-            .nth(1)
-            .is_some_and(|f| f == port_file.as_os_str().as_bytes());
-        if is_coordinator && ours && sys::kill(pid, libc::SIGKILL).is_ok() {
+        if runs_with_our_port_file(pid, store_id) && sys::kill(pid, libc::SIGKILL).is_ok() {
             log.warn(format_args!(
                 "killed pid {pid}, a coordinator an earlier run left in this sandbox"
             ));
         }
     }
+}
+
+/// (device, inode) of the open store.
+fn identity(store: BorrowedFd) -> Option<(u64, u64)> {
+    let st = rustix::fs::fstat(store).ok()?;
+    Some((st.st_dev, st.st_ino))
+}
+
+/// Whether `pid` is a dmtcp_coordinator whose `--port-file` is in the
+/// store `store_id`. Allocates: before the job starts only.
+fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
+    let Some(store_id) = store_id else {
+        return false;
+    };
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let mut args = cmdline.split(|&b| b == 0);
+    let is_coordinator = args
+        .next()
+        .is_some_and(|argv0| Path::new(OsStr::from_bytes(argv0)).ends_with("dmtcp_coordinator"));
+    let Some(port_file) = args.skip_while(|&a| a != b"--port-file").nth(1) else {
+        return false;
+    };
+    let port_file = Path::new(OsStr::from_bytes(port_file));
+    let in_store = port_file.file_name() == Some(OsStr::from_bytes(PORT_FILE.to_bytes()))
+        && port_file
+            .parent()
+            .and_then(|dir| rustix::fs::stat(dir).ok())
+            .is_some_and(|st| (st.st_dev, st.st_ino) == store_id);
+    is_coordinator && in_store
 }
 
 /// The port the coordinator wrote, once the file holds one.
@@ -293,14 +315,17 @@ impl Children {
     /// Notes the children ckptrun has now (before anything is started).
     pub fn before_start(proc_is_ours: bool) -> Self {
         let mut before = heapless::Vec::new();
-        if proc_is_ours {
-            let mut buf = [0u8; 1024];
+        // More children than noted here, or a children list /proc does
+        // not give: ckptrun cannot tell its own, and lists none.
+        let mut listable = proc_is_ours && crate::procfs::lists_children(me());
+        if listable {
+            let mut buf = [0u8; 4096];
             for child in crate::procfs::children(me(), &mut buf) {
-                let _ = before.push(child);
+                listable &= before.push(child).is_ok();
             }
         }
         Self {
-            proc_is_ours,
+            proc_is_ours: listable,
             before,
         }
     }
@@ -315,7 +340,7 @@ impl Children {
         if !self.proc_is_ours {
             return;
         }
-        let mut buf = [0u8; 1024];
+        let mut buf = [0u8; 4096];
         for child in crate::procfs::children(me(), &mut buf) {
             if !self.before.contains(&child) {
                 f(child);
@@ -323,10 +348,12 @@ impl Children {
         }
     }
 
-    fn new_one(&self) -> Option<Pid> {
+    fn find_new(&self, mut pick: impl FnMut(Pid) -> bool) -> Option<Pid> {
         let mut found = None;
         self.each_new(|pid| {
-            found.get_or_insert(pid);
+            if found.is_none() && pick(pid) {
+                found = Some(pid);
+            }
         });
         found
     }

@@ -83,6 +83,8 @@ pub struct Dmtcp<'a> {
     quit: spawn::Command,
     /// The `--quit` helper, once started (it is sent once).
     quitting: Option<Pid>,
+    /// `--quit` was tried (whether or not it could be started).
+    quit_tried: bool,
     routes: Routes,
     /// Signals that mean "checkpoint, then exit".
     evictions: Vec<Sig>,
@@ -226,6 +228,7 @@ impl<'a> Dmtcp<'a> {
             request,
             quit,
             quitting: None,
+            quit_tried: false,
             routes: Routes::new(&[], &config.maps),
             evictions,
             code: config.ckpt_exit_code,
@@ -326,9 +329,10 @@ impl<'a> Dmtcp<'a> {
 
     fn send_quit(&mut self) {
         let log = self.log;
-        if self.quitting.is_some() || (self.coordinator.is_none() && !self.coordinator_unknown) {
+        if self.quit_tried || (self.coordinator.is_none() && !self.coordinator_unknown) {
             return;
         }
+        self.quit_tried = true;
         match spawn::spawn(&self.quit, self.inherited, false) {
             Ok(pid) => {
                 self.quitting = Some(pid);
@@ -571,11 +575,12 @@ impl Protocol for Dmtcp<'_> {
             self.children.each_new(|_| left += 1);
             let known_left = self.coordinator.is_some() || !self.helpers.is_empty();
             let done = none_left
-                || match self.children.listable() {
-                    true => left == 0,
-                    // Only what ckptrun knows of can be waited for.
-                    false => !known_left && (!self.coordinator_unknown || self.quitting.is_some()),
-                };
+                || (!known_left
+                    && match self.children.listable() {
+                        true => left == 0,
+                        // Only what ckptrun knows of can be waited for.
+                        false => !self.coordinator_unknown || self.quit_tried,
+                    });
             if done {
                 self.forget_port_file();
                 return;

@@ -55,6 +55,17 @@ pub fn is_ours() -> bool {
         .is_ok_and(|target| target.as_os_str() == me.to_string().as_str())
 }
 
+/// Whether /proc gives the children of `pid` at all (the file needs
+/// CONFIG_PROC_CHILDREN, and a sandbox may hide it).
+pub fn lists_children(pid: Pid) -> bool {
+    let mut path: heapless::String<48> = heapless::String::new();
+    if write!(path, "/proc/{pid}/task/{pid}/children\0").is_err() {
+        return false;
+    }
+    core::ffi::CStr::from_bytes_with_nul(path.as_bytes())
+        .is_ok_and(|p| rustix::fs::open(p, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).is_ok())
+}
+
 /// The children of `pid` (a single-threaded process), as many as fit in
 /// `buf`: /proc/PID/task/PID/children, read without allocating. Each is
 /// checked to have `pid` as its parent, so a /proc that belongs to

@@ -171,6 +171,17 @@ impl Store {
                 keep,
             }
         };
+        // One run per store: another would commit into it, clean its
+        // scratch, or take its coordinator for a stale one. Held until
+        // ckptrun exits (the descriptor is close-on-exec: no child keeps it).
+        rustix::fs::flock(
+            &store.dir,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        )
+        .map_err(|e| match e {
+            Errno::WOULDBLOCK => Error::usage(dir.display(), "is in use by another ckptrun"),
+            e => Error::os(dir.display(), e),
+        })?;
         store.clean_scratch(log).map_err(|f| store.error(f))?;
         if created {
             log.info(format_args!(

@@ -550,30 +550,66 @@ fn a_missing_program_is_127_before_anything_starts() {
 
 #[test]
 fn children_ckptrun_was_started_with_are_not_its_to_end() {
-    // `sh -c 'sleep & exec ckptrun ...'`: ckptrun starts with a child of
+    // `sh -c 'sleep & exec ckptrun ...'`: ckptrun starts with children of
     // its own, which it must take neither for the coordinator nor for
-    // something the computation left.
-    let sandbox = sandbox("inherited");
-    let script = format!(
-        "sleep 30 >/dev/null 2>&1 & echo $! > sleep.pid; exec {CKPTRUN} --mode dmtcp --stdout out --ckpt-timeout 20 -- ./job 400 10"
+    // something the computation left. 40 are more than it notes: it then
+    // lists none of its children and ends only what it knows it started.
+    for sleeps in [1, 40] {
+        let sandbox = sandbox(&format!("inherited-{sleeps}"));
+        let script = format!(
+            "for i in $(seq {sleeps}); do sleep 30 >/dev/null 2>&1 & echo $! >> sleep.pids; done; \
+             exec {CKPTRUN} --mode dmtcp --stdout out --ckpt-timeout 20 -- ./job 400 10"
+        );
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script])
+            .current_dir(&sandbox.dir)
+            .env("PATH", "/usr/bin:/bin")
+            .env("DMTCP_JOB_PIDFILE", "job.pid")
+            .env("FAKE_DMTCP_JOIN_DELAY_MS", "500")
+            .env_remove("_CONDOR_JOB_AD");
+        let mut running = start(cmd);
+        running.wait_for(&sandbox.path("ckptrun.store/.coordinator-port"));
+        running.signal(libc::SIGTERM);
+        let out = running.finish();
+        assert_eq!(out.code(), Some(85), "{sleeps}: {}", out.stderr);
+        assert!(!out.stderr.contains("coordinator exited"), "{}", out.stderr);
+        assert!(!out.stderr.contains("SIGKILL"), "{}", out.stderr);
+        let pids: Vec<i32> = read(sandbox.path("sleep.pids"))
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        let killed = pids.iter().filter(|&&p| !alive(p)).count();
+        for &pid in &pids {
+            // SAFETY: kill has no memory arguments.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        assert_eq!(
+            killed, 0,
+            "{sleeps}: ckptrun ended processes it did not start"
+        );
+        assert_nothing_left(&sandbox);
+    }
+}
+
+#[test]
+fn a_store_is_used_by_one_run_at_a_time() {
+    let sandbox = sandbox("locked");
+    let mut first = started(dmtcp(&sandbox, &[], 400, 10, &[]), &sandbox);
+    let second = run(dmtcp(&sandbox, &[], 3, 1, &[]));
+    assert_eq!(second.code(), Some(125), "{}", second.stderr);
+    assert!(
+        second
+            .stderr
+            .contains("ckptrun.store: is in use by another ckptrun"),
+        "{}",
+        second.stderr
     );
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", &script])
-        .current_dir(&sandbox.dir)
-        .env("PATH", "/usr/bin:/bin")
-        .env("DMTCP_JOB_PIDFILE", "job.pid")
-        .env("FAKE_DMTCP_JOIN_DELAY_MS", "500")
-        .env_remove("_CONDOR_JOB_AD");
-    let mut running = start(cmd);
-    running.wait_for(&sandbox.path("ckptrun.store/.coordinator-port"));
-    running.signal(libc::SIGTERM);
-    let out = running.finish();
+    // The first run is untouched: its coordinator too.
+    wait_for_lines(&mut first, &sandbox.path("out"), 3);
+    first.signal(libc::SIGTERM);
+    let out = first.finish();
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
-    assert!(!out.stderr.contains("coordinator exited"), "{}", out.stderr);
-    let sleep: i32 = read(sandbox.path("sleep.pid")).trim().parse().unwrap();
-    assert!(alive(sleep), "ckptrun ended a process it did not start");
-    // SAFETY: kill has no memory arguments.
-    unsafe { libc::kill(sleep, libc::SIGKILL) };
+    assert!(!out.stderr.contains("while the job runs"), "{}", out.stderr);
     assert_nothing_left(&sandbox);
 }
 
