@@ -640,3 +640,20 @@ fn a_coordinator_left_by_a_killed_run_is_ended_by_the_next_start() {
     assert!(out.stderr.contains("an earlier run left"), "{}", out.stderr);
     assert_nothing_left(&sandbox);
 }
+
+#[test]
+fn exit_by_signal_after_a_checkpoint() {
+    let sandbox = sandbox("by-signal");
+    let cmd = dmtcp(&sandbox, &["--exit-by-signal", "USR1"], 400, 10, &[]);
+    let mut running = started(cmd, &sandbox);
+    wait_for_lines(&mut running, &sandbox.path("out"), 2);
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.signal(), Some(libc::SIGUSR1), "{}", out.stderr);
+    assert!(!out.status.core_dumped());
+    assert_eq!(
+        images(&sandbox.path("ckptrun.store/gen.0000000001")).len(),
+        1
+    );
+    assert_nothing_left(&sandbox);
+}
