@@ -67,7 +67,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{CKPTRUN, Rng, alive, clock_seed, dmtcp_job, install_dmtcp_tools};
+use common::{CKPTRUN, Rng, alive, clock_seed, dmtcp_job, install_dmtcp_tools, wait_until_handled};
 
 const STEPS: u64 = 600;
 const STEP_MS: u64 = 10;
@@ -885,29 +885,6 @@ fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
             return None;
         }
         std::thread::sleep(left.min(Duration::from_micros(500)));
-    }
-}
-
-/// Waits (at most 2 s) until `pid` blocks, catches or waits for `sig`:
-/// a signal before that kills any program (see tests/harness.rs).
-fn wait_until_handled(pid: i32, sig: i32) {
-    let bit = 1u64 << (sig - 1);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
-            return;
-        };
-        let mask = |key: &str| {
-            let line = status.lines().find_map(|l| l.strip_prefix(key));
-            line.and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        };
-        let handled = mask("SigBlk:").unwrap_or(0) | mask("SigCgt:").unwrap_or(0);
-        let waiting = fs::read_to_string(format!("/proc/{pid}/wchan"))
-            .is_ok_and(|w| w.contains("sigtimedwait") || w.contains("sigsuspend"));
-        if handled & bit != 0 || waiting || status.contains("State:\tZ") {
-            return;
-        }
-        std::thread::sleep(Duration::from_micros(100));
     }
 }
 

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CKPTRUN, Rng, clock_seed, self_fixture};
+use common::{CKPTRUN, Rng, clock_seed, self_fixture, wait_until_handled};
 
 const STATE: &str = "state";
 const STORE: &str = "ckptrun.store";
@@ -346,32 +346,6 @@ fn play(
         }
     };
     Some((status, evicted))
-}
-
-/// Waits (at most 2 s) until `pid` blocks, catches or waits for `sig`.
-/// A signal that comes before a program's first instruction kills any
-/// program (the starter has the same race); that is not what this
-/// harness tests. A process in sigtimedwait(2) shows the signals it waits
-/// for as unblocked, hence the look at its wait channel.
-fn wait_until_handled(pid: i32, sig: i32) {
-    let bit = 1u64 << (sig - 1);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
-            return;
-        };
-        let mask = |key: &str| {
-            let line = status.lines().find_map(|l| l.strip_prefix(key));
-            line.and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        };
-        let handled = mask("SigBlk:").unwrap_or(0) | mask("SigCgt:").unwrap_or(0);
-        let waiting = fs::read_to_string(format!("/proc/{pid}/wchan"))
-            .is_ok_and(|w| w.contains("sigtimedwait") || w.contains("sigsuspend"));
-        if handled & bit != 0 || waiting || status.contains("State:\tZ") {
-            return;
-        }
-        std::thread::sleep(Duration::from_micros(100));
-    }
 }
 
 /// Its exit status if ckptrun exits before `when`.

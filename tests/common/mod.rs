@@ -417,3 +417,29 @@ pub fn clock_seed() -> u64 {
         .unwrap();
     (now.as_nanos() as u64 ^ u64::from(std::process::id())) % 1_000_000_000
 }
+
+/// Waits (at most 2 s) until `pid` blocks, catches or waits for `sig`.
+/// A signal that comes before a program's first instruction kills any
+/// program (the starter has the same race); that is not what the
+/// harnesses test. A process in sigtimedwait(2) shows the signals it waits
+/// for as unblocked, hence the look at its wait channel.
+pub fn wait_until_handled(pid: i32, sig: i32) {
+    let bit = 1u64 << (sig - 1);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            return;
+        };
+        let mask = |key: &str| {
+            let line = status.lines().find_map(|l| l.strip_prefix(key));
+            line.and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        };
+        let handled = mask("SigBlk:").unwrap_or(0) | mask("SigCgt:").unwrap_or(0);
+        let waiting = std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+            .is_ok_and(|w| w.contains("sigtimedwait") || w.contains("sigsuspend"));
+        if handled & bit != 0 || waiting || status.contains("State:\tZ") {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
