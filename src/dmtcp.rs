@@ -13,8 +13,8 @@
 //! - Eviction (SIGTERM, SIGINT as in the shim's submit files, the job
 //!   ad's KillSig and CheckpointSig): request a checkpoint, wait until it
 //!   is complete (within the eviction budget, if there is one), end the
-//!   computation (`dmtcp_command --quit`, and SIGKILL to its process
-//!   group), commit `.images` as the next generation, exit 85.
+//!   computation (`dmtcp_command --quit`, SIGKILL to its process group if
+//!   it lingers), commit `.images` as the next generation, exit 85.
 //! - `--interval`: the same checkpoint, committed while the job runs on.
 //! - The job's own end is passed on as condor mode does. Whatever is
 //!   left of its process group, the coordinator and the helpers are
@@ -48,8 +48,8 @@ const RESTART_SCRIPT: &CStr = c"dmtcp_restart_script.sh";
 /// How often `.images` is looked at while a checkpoint is under way.
 const POLL: Duration = Duration::from_millis(10);
 /// A request `dmtcp_command` could not make (the job has not joined the
-/// coordinator yet, say) is made again this much later, at most
-/// MAX_TRIES times.
+/// coordinator yet, say) is made again this much later: until the
+/// request's time limit, or without one MAX_TRIES times.
 const RETRY: Duration = Duration::from_millis(100);
 const MAX_TRIES: u32 = 50;
 /// How long the coordinator and the helpers have to exit at the end
