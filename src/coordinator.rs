@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{Access, FileType, Mode, OFlags};
+use rustix::fs::{Mode, OFlags};
 use rustix::process::WaitOptions;
 
 use crate::error::Error;
@@ -60,7 +60,7 @@ fn find_one(name: &str, dir: Option<&OsStr>, path_var: Option<&OsStr>) -> Result
     let found = std::iter::once(here)
         .chain(in_dir)
         .chain(along_path)
-        .find(|p| is_executable(p));
+        .find(|p| crate::program::check_executable(p).is_ok());
     found.ok_or_else(|| {
         let dir = dir.map_or(String::new(), |d| format!(", {}", d.display()));
         Error::usage(
@@ -70,12 +70,6 @@ fn find_one(name: &str, dir: Option<&OsStr>, path_var: Option<&OsStr>) -> Result
             ),
         )
     })
-}
-
-fn is_executable(path: &Path) -> bool {
-    let is_file = rustix::fs::stat(path)
-        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
-    is_file && rustix::fs::access(path, Access::EXEC_OK).is_ok()
 }
 
 /// A running private coordinator.
