@@ -74,23 +74,6 @@ fn images(generation: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Live processes running a program from `dir` (the tools, the job).
-fn processes_from(dir: &Path) -> Vec<(i32, PathBuf)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(exe) = std::fs::read_link(entry.path().join("exe")) else {
-            continue;
-        };
-        if exe.starts_with(dir) && alive(pid) {
-            found.push((pid, exe));
-        }
-    }
-    found
-}
-
 /// Nothing ckptrun started (coordinator, helpers, the job) runs on.
 fn assert_nothing_left(sandbox: &Sandbox) {
     let left = processes_from(&sandbox.dir);

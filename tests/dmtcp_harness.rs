@@ -67,7 +67,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{CKPTRUN, Rng, alive, clock_seed, dmtcp_job, install_dmtcp_tools, wait_until_handled};
+use common::{
+    CKPTRUN, Rng, clock_seed, dmtcp_job, install_dmtcp_tools, processes_from, signal, wait_at_most,
+    wait_until_handled,
+};
 
 const STEPS: u64 = 600;
 const STEP_MS: u64 = 10;
@@ -873,21 +876,6 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Its exit status if `child` exits within `limit`.
-fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return None;
-        }
-        std::thread::sleep(left.min(Duration::from_micros(500)));
-    }
-}
-
 /// SIGKILL for ckptrun and every process of the sandbox, as a starter
 /// whose vacate time has run out does.
 fn kill_everything(ckptrun: &mut Child, sandbox: &Path) -> ExitStatus {
@@ -899,27 +887,11 @@ fn kill_everything(ckptrun: &mut Child, sandbox: &Path) -> ExitStatus {
 
 /// Whether every process of `dir` still running is a coordinator.
 fn only_coordinators(dir: &Path) -> bool {
-    processes_from(dir).into_iter().all(|pid| {
+    processes_from(dir).into_iter().all(|(pid, _)| {
         let argv = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let argv0 = argv.split(|&b| b == 0).next().unwrap_or_default();
         argv0.ends_with(b"dmtcp_coordinator")
     })
-}
-
-/// Live processes running a program of `dir` (the tools, the job).
-fn processes_from(dir: &Path) -> Vec<i32> {
-    let Ok(dir) = dir.canonicalize() else {
-        return Vec::new();
-    };
-    fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|pid| {
-            fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.starts_with(&dir))
-                && alive(*pid)
-        })
-        .collect()
 }
 
 /// Waits at most `limit` until no process of `dir` runs; describes those
@@ -932,7 +904,7 @@ fn wait_gone(dir: &Path, limit: Duration) -> Vec<String> {
             return Vec::new();
         }
         if Instant::now() >= deadline {
-            return left.into_iter().map(describe).collect();
+            return left.into_iter().map(|(pid, _)| describe(pid)).collect();
         }
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -946,7 +918,7 @@ fn kill_all_from(dir: &Path) {
         if left.is_empty() || Instant::now() > deadline {
             return;
         }
-        for pid in left {
+        for (pid, _) in left {
             signal(pid, libc::SIGKILL);
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -963,11 +935,6 @@ fn describe(pid: i32) -> String {
         .collect();
     let parent = common::parent_and_state(pid).map_or(0, |(ppid, _)| ppid);
     format!("{pid} parent {parent}: {}", argv.join(" "))
-}
-
-fn signal(pid: i32, sig: i32) {
-    // SAFETY: kill has no memory arguments; a process already gone is fine.
-    unsafe { libc::kill(pid, sig) };
 }
 
 fn ended(status: ExitStatus) -> String {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CKPTRUN, Rng, clock_seed, self_fixture, wait_until_handled};
+use common::{CKPTRUN, Rng, clock_seed, self_fixture, signal, wait_at_most, wait_until_handled};
 
 const STATE: &str = "state";
 const STORE: &str = "ckptrun.store";
@@ -442,20 +442,6 @@ fn reference(base: &Path, job: &Job) -> String {
     fs::read_to_string(dir.join(RESULT)).unwrap()
 }
 
-fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return None;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(1)));
-    }
-}
-
 /// SIGKILL for ckptrun and all it started, at once, as a starter that
 /// gives up on a vacate (or a machine that dies) does.
 fn kill_everything(ckptrun: &mut Child, sandbox: &Path) -> ExitStatus {
@@ -520,11 +506,6 @@ fn kill_leftovers(sandbox: &Path) -> usize {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-}
-
-fn signal(pid: i32, sig: i32) {
-    // SAFETY: kill has no memory arguments; a process already gone is fine.
-    unsafe { libc::kill(pid, sig) };
 }
 
 /// Replaces `spool` by what `fill` puts in a fresh directory beside it:

@@ -443,3 +443,45 @@ pub fn wait_until_handled(pid: i32, sig: i32) {
         std::thread::sleep(Duration::from_micros(100));
     }
 }
+
+/// Its exit status if `child` exits within `limit`.
+pub fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::sleep(left.min(Duration::from_micros(500)));
+    }
+}
+
+/// kill(2), for a process that may already be gone.
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory arguments; a process already gone is fine.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Live processes running a program from `dir` (the tools, the job), with
+/// that program's path.
+pub fn processes_from(dir: &Path) -> Vec<(i32, PathBuf)> {
+    let Ok(dir) = dir.canonicalize() else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(exe) = std::fs::read_link(entry.path().join("exe")) else {
+            continue;
+        };
+        if exe.starts_with(&dir) && alive(pid) {
+            found.push((pid, exe));
+        }
+    }
+    found
+}
