@@ -327,9 +327,14 @@ impl<'a> Dmtcp<'a> {
         Action::Kill
     }
 
+    /// The coordinator has exited (its pid known, and reaped).
+    fn coordinator_gone(&self) -> bool {
+        self.coordinator.is_none() && !self.coordinator_unknown
+    }
+
     fn send_quit(&mut self) {
         let log = self.log;
-        if self.quit_tried || (self.coordinator.is_none() && !self.coordinator_unknown) {
+        if self.quit_tried || self.coordinator_gone() {
             return;
         }
         self.quit_tried = true;
@@ -461,11 +466,11 @@ impl Protocol for Dmtcp<'_> {
         if p.retry_at.is_some_and(|t| t <= now) {
             // With a time limit, try until it; without, MAX_TRIES times.
             let tried_enough = p.deadline.is_none() && p.tries >= MAX_TRIES;
-            if tried_enough || (self.coordinator.is_none() && !self.coordinator_unknown) {
+            if tried_enough || self.coordinator_gone() {
                 log.warn(format_args!(
                     "no checkpoint could be requested ({} tries{})",
                     p.tries,
-                    if self.coordinator.is_none() {
+                    if self.coordinator_gone() {
                         ", the coordinator is gone"
                     } else {
                         ""
