@@ -19,6 +19,7 @@
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
 mod alloc_guard;
+mod archive;
 mod ckptfile;
 mod cli;
 mod condor;

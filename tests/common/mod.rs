@@ -385,15 +385,76 @@ pub fn alive(pid: i32) -> bool {
     parent_and_state(pid).is_some_and(|(_, state)| state != 'Z')
 }
 
-/// The generations in a store (`gen.N` names), sorted.
-pub fn generations(store: &Path) -> Vec<String> {
-    let mut gens: Vec<String> = std::fs::read_dir(store)
+/// The store's slot files in `dir` (`NAME.0`, `NAME.1`, ...), sorted.
+pub fn slots(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("gen."))
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.strip_prefix(name)
+                .and_then(|r| r.strip_prefix('.'))
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// A member of a generation's archive, read by GNU tar (not ckptrun).
+pub fn tar_member(archive: &Path, member: &str) -> Option<Vec<u8>> {
+    let out = Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg(member)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    out.status.success().then_some(out.stdout)
+}
+
+/// The generation number a slot file holds (None: empty or not whole).
+pub fn generation_of(slot: &Path) -> Option<u64> {
+    if std::fs::metadata(slot).ok()?.len() == 0 {
+        return None;
+    }
+    let meta = String::from_utf8(tar_member(slot, ".ckptrun")?).ok()?;
+    meta.lines()
+        .find_map(|l| l.strip_prefix("generation "))?
+        .parse()
+        .ok()
+}
+
+/// The generations in the store `NAME` of `dir`, sorted.
+pub fn generations(dir: &Path, name: &str) -> Vec<u64> {
+    let mut gens: Vec<u64> = slots(dir, name)
+        .iter()
+        .filter_map(|s| generation_of(s))
         .collect();
     gens.sort();
     gens
+}
+
+/// The slot file holding generation `g` of the store `NAME` in `dir`.
+pub fn slot_of(dir: &Path, name: &str, g: u64) -> PathBuf {
+    slots(dir, name)
+        .into_iter()
+        .find(|s| generation_of(s) == Some(g))
+        .unwrap_or_else(|| panic!("no generation {g} in {}/{name}.*", dir.display()))
+}
+
+/// Extracts generation `g` of the store `NAME` in `dir` into `into`
+/// (created), with GNU tar.
+pub fn extract_generation(dir: &Path, name: &str, g: u64, into: &Path) {
+    std::fs::create_dir_all(into).unwrap();
+    let status = Command::new("tar")
+        .arg("-xf")
+        .arg(slot_of(dir, name, g))
+        .arg("-C")
+        .arg(into)
+        .status()
+        .unwrap();
+    assert!(status.success(), "tar could not extract generation {g}");
 }
 
 /// splitmix64: small, seedable, good enough for the harnesses to pick
