@@ -546,3 +546,33 @@ pub fn processes_from(dir: &Path) -> Vec<(i32, PathBuf)> {
     }
     found
 }
+
+/// The real DMTCP's `bin` directory (built by ../shared/tools/real-dmtcp.sh):
+/// `CKPTRUN_DMTCP` names its install prefix, else `dmtcp_launch` is looked
+/// for along PATH. Without one, a test is skipped (and says so), except
+/// where `CI` is set: there it fails, since CI must run against DMTCP.
+pub fn real_dmtcp(test: &str) -> Option<PathBuf> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        let named = std::env::var_os("CKPTRUN_DMTCP").map(|p| PathBuf::from(p).join("bin"));
+        let on_path = || {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .find(|d| d.join("dmtcp_launch").is_file())
+        };
+        named.or_else(on_path).filter(|bin| {
+            ["dmtcp_launch", "dmtcp_coordinator", "dmtcp_command", "dmtcp_restart"]
+                .iter()
+                .all(|t| bin.join(t).is_file())
+        })
+    });
+    if found.is_none() {
+        let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+        assert!(
+            !ci,
+            "{test}: CI is set but there is no DMTCP: build it with \
+             ../shared/tools/real-dmtcp.sh PREFIX and set CKPTRUN_DMTCP=PREFIX"
+        );
+        eprintln!("{test}: SKIPPED: no DMTCP (set CKPTRUN_DMTCP=PREFIX; scripts/test.sh builds it)");
+    }
+    found.clone()
+}
