@@ -735,16 +735,18 @@ impl Protocol for Dmtcp<'_> {
 
     fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
         self.job_ended = true;
-        // Nothing of the computation may run on (or write) after this.
-        supervise::end_group(ended.pid, log);
+        // With --kcheckpoint each process exits once its own image is
+        // written: the job's first process may end while others still
+        // write theirs.
         if self.outcome == Outcome::Running
             && self.pending.is_some_and(|p| p.exit)
-            && wait_complete(self.images.as_fd())
+            && self.wait_complete(log)
         {
-            // DMTCP killed the computation before the last look.
             log.info(format_args!("checkpoint complete"));
             self.outcome = Outcome::Checkpointed;
         }
+        // Nothing of the computation may run on (or write) after this.
+        supervise::end_group(ended.pid, log);
         match self.outcome {
             Outcome::Checkpointed => match self.commit() {
                 Ok(g) => protocol::checkpointed(
@@ -799,6 +801,33 @@ impl Protocol for Dmtcp<'_> {
 }
 
 impl Dmtcp<'_> {
+    /// The job's first process has ended with a "checkpoint and exit"
+    /// request pending: waits until the checkpoint is complete, or will
+    /// not be: no image begun, the coordinator gone (every process has
+    /// reported its image by then), or the request's time limit (else
+    /// GIVE_UP) reached. Reaps what ends meanwhile. Does not allocate.
+    fn wait_complete(&mut self, log: &Log) -> bool {
+        let limit = self
+            .pending
+            .and_then(|p| p.deadline)
+            .unwrap_or_else(|| Instant::now() + GIVE_UP);
+        loop {
+            let images = self.images.as_fd();
+            if complete(images) {
+                return true;
+            }
+            if !under_way(images) || self.coordinator_gone() || Instant::now() >= limit {
+                return complete(images);
+            }
+            let _ = sys::wait_signal(&coordinator::sigchld(), Some(POLL));
+            while let Ok(Some((pid, status))) =
+                rustix::process::wait(rustix::process::WaitOptions::NOHANG)
+            {
+                self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
+            }
+        }
+    }
+
     fn stop_all(&mut self, log: &Log) {
         let start = Instant::now();
         let (quit_at, kill_at) = (start + EXIT_ON_LAST, start + STOP_GRACE);
@@ -1111,21 +1140,6 @@ fn under_way(images: BorrowedFd) -> bool {
             && (name.ends_with(b".dmtcp") || name.ends_with(b".dmtcp.temp"));
     });
     any
-}
-
-/// After the computation ended: waits a moment (at most a second) for a
-/// checkpoint DMTCP has nearly finished.
-fn wait_complete(images: BorrowedFd) -> bool {
-    let give_up = Instant::now() + Duration::from_secs(1);
-    loop {
-        if complete(images) {
-            return true;
-        }
-        if Instant::now() >= give_up || !under_way(images) {
-            return false;
-        }
-        let _ = sys::wait_signal(&coordinator::sigchld(), Some(POLL));
-    }
 }
 
 /// Calls `f` with each name in `dir`; whether it could list it all.

@@ -45,6 +45,7 @@ mod tree;
 
 use std::ffi::{CStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use crate::cli::{Config, Mode, Request};
 use crate::error::Error;
@@ -56,7 +57,8 @@ use crate::signals::Inherited;
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
     sys::hold_standard_fds();
-    let mut config = match cli::parse(args(argc, argv), |name| std::env::var_os(name)) {
+    let argv = args(argc, argv);
+    let mut config = match cli::parse(argv.clone(), |name| std::env::var_os(name)) {
         Ok(Request::Run(config)) => *config,
         Ok(Request::Help) => return print(cli::HELP),
         Ok(Request::Version) => return print(&version()),
@@ -69,14 +71,20 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     {
         config.apply_job_ad(&ad, &log);
     }
-    match run(&config, &inherited, &log) {
+    match run(&config, &argv, &inherited, &log) {
         Ok(verdict) => exit::finish(verdict, &log),
         Err(e) => fail(&log, e),
     }
 }
 
 /// Plans, starts and supervises the job; returns how ckptrun should end.
-fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Error> {
+/// `argv` is ckptrun's own arguments.
+fn run(
+    config: &Config,
+    argv: &[OsString],
+    inherited: &Inherited,
+    log: &Log,
+) -> Result<Verdict, Error> {
     let path = program::locate(&config.program, std::env::var_os("PATH"))?;
     let stdio = spawn::Stdio::files(
         config.stdin.as_deref(),
@@ -108,6 +116,18 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
             start.supervise(job(&extra)?.with_stdio(stdio), protocol)
         }
         Mode::Init => start.supervise(job(&[])?.with_stdio(stdio), init::Init::new(config)),
+        Mode::Dmtcp if rustix::process::getpid().is_init() => {
+            // DMTCP restores a process whose parent was PID 1 as an
+            // orphan, detached from whatever restarts it (dmtcp_restart's
+            // isOrphan). As PID 1, ckptrun stays a plain init and runs
+            // itself, as pid 2, to drive DMTCP.
+            log.info(format_args!(
+                "PID 1: running dmtcp mode in a child (DMTCP would take the job for an orphan)"
+            ));
+            let me =
+                spawn::Command::new(Path::new("/proc/self/exe"), "ckptrun".as_ref(), argv, &[])?;
+            start.supervise(me, init::Init::plain())
+        }
         Mode::Dmtcp => {
             // Orphans (the coordinator, once it detaches) must be ours
             // before it starts.
