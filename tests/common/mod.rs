@@ -560,9 +560,14 @@ pub fn real_dmtcp(test: &str) -> Option<PathBuf> {
                 .find(|d| d.join("dmtcp_launch").is_file())
         };
         named.or_else(on_path).filter(|bin| {
-            ["dmtcp_launch", "dmtcp_coordinator", "dmtcp_command", "dmtcp_restart"]
-                .iter()
-                .all(|t| bin.join(t).is_file())
+            [
+                "dmtcp_launch",
+                "dmtcp_coordinator",
+                "dmtcp_command",
+                "dmtcp_restart",
+            ]
+            .iter()
+            .all(|t| bin.join(t).is_file())
         })
     });
     if found.is_none() {
@@ -572,7 +577,9 @@ pub fn real_dmtcp(test: &str) -> Option<PathBuf> {
             "{test}: CI is set but there is no DMTCP: build it with \
              ../shared/tools/real-dmtcp.sh PREFIX and set CKPTRUN_DMTCP=PREFIX"
         );
-        eprintln!("{test}: SKIPPED: no DMTCP (set CKPTRUN_DMTCP=PREFIX; scripts/test.sh builds it)");
+        eprintln!(
+            "{test}: SKIPPED: no DMTCP (set CKPTRUN_DMTCP=PREFIX; scripts/test.sh builds it)"
+        );
     }
     found.clone()
 }
