@@ -145,6 +145,7 @@ impl Start<'_> {
         let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
+        let under_htcondor = std::env::var_os("_CONDOR_SCRATCH_DIR").is_some();
 
         // From here on nothing allocates (debug builds abort if anything does).
         alloc_guard::arm();
@@ -182,6 +183,9 @@ impl Start<'_> {
         }
         let verdict = protocol.judge(ended, log);
         protocol.end(log);
+        if under_htcondor && !config.is_checkpoint(verdict) {
+            exit::mark_output_changed(log);
+        }
         Ok(verdict)
     }
 }
