@@ -142,6 +142,79 @@ fn condor_vacated_twice_resumes_from_each_evictions_checkpoint() {
     assert_eq!(log_lines(&log, "; exit 85").len(), 2, "{log}");
     assert!(log.ends_with(": exit 0\n"), "{log}");
     same_outputs(&dir, &reference, &[]);
+    // The job writes nothing to stderr, and ckptrun finds the file right.
+    assert_eq!(reference.read_text("job.err"), "");
+}
+
+/// examples/htcondor/condor.sub made wrong by `edit`, for a short job.
+fn wrong_condor_sub(edit: impl Fn(&str) -> Option<String>) -> String {
+    let text = SubmitDir::example("condor").replace("./condor_job 300 50", "./condor_job 20 10");
+    let mut wrong: String = text.lines().filter_map(&edit).map(|l| l + "\n").collect();
+    assert_ne!(wrong, text, "the edit changed nothing");
+    wrong = wrong.replace("\nqueue\n", "\n");
+    wrong + "queue\n"
+}
+
+#[test]
+fn condor_submit_files_that_would_lose_checkpoints_are_named_at_start() {
+    let without =
+        |command: &'static str| move |l: &str| (!l.starts_with(command)).then(|| l.to_string());
+    let adding = |line: &'static str| {
+        move |l: &str| {
+            Some(if l == "queue" {
+                format!("{line}\n{l}")
+            } else {
+                l.to_string()
+            })
+        }
+    };
+    let cases: [(&str, String, &str); 4] = [
+        (
+            "on-exit",
+            wrong_condor_sub(without("when_to_transfer_output")),
+            "add `when_to_transfer_output = ON_EXIT_OR_EVICT`",
+        ),
+        (
+            "no-code",
+            wrong_condor_sub(without("checkpoint_exit_code")),
+            "add `checkpoint_exit_code = 85`",
+        ),
+        (
+            "output-list",
+            wrong_condor_sub(adding("transfer_output_files = ckptrun.log")),
+            "add condor_job.ckpt to `transfer_output_files`",
+        ),
+        (
+            "checkpoint-list",
+            wrong_condor_sub(adding("transfer_checkpoint_files = ckptrun.log")),
+            "add condor_job.ckpt to `transfer_checkpoint_files`",
+        ),
+    ];
+    let Some(dirs) = cases
+        .iter()
+        .map(|(name, _, _)| condor_dir(&format!("condor-wrong-{name}")))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return;
+    };
+    let jobs: Vec<Job<'_>> = dirs
+        .iter()
+        .zip(&cases)
+        .map(|(dir, (_, sub, _))| dir.write("wrong.sub", sub).submit("wrong.sub", &[]))
+        .collect();
+    for ((job, dir), (name, _, advice)) in jobs.iter().zip(&dirs).zip(&cases) {
+        succeeds(job);
+        let err = dir.read_text("job.err");
+        eprint!("{name}: {err}");
+        let warning = format!("this submit file loses checkpoints: {advice}");
+        let want = format!("ckptrun: {warning}");
+        assert!(
+            err.lines().count() == 1 && err.starts_with(&want),
+            "{name}: job.err is not the one line {want:?}...:\n{err}"
+        );
+        let log = dir.read_text("ckptrun.log");
+        assert_eq!(log_lines(&log, &warning).len(), 1, "{name}:\n{log}");
+    }
 }
 
 #[test]
