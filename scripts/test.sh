@@ -46,6 +46,7 @@ start_pool() {
             return 0
         fi
         why=$(tail -1 "$log")
+        [ -n "$why" ] || why="$pool_script start failed"
         rm -f "$log"
         case "$why" in *"is in use"*) ;; *) return 1;; esac
         port=$((port + 1)); tries=$((tries + 1))
