@@ -267,3 +267,23 @@ fn condor_killed_node_resumes_from_the_last_periodic_checkpoint() {
     eprintln!("CheckpointNumber {checkpoints:?} after the kill; restart from step {periodic}");
     same_outputs(&dir, &reference, &["condor_job.ckpt"]);
 }
+
+#[test]
+fn the_readme_shows_every_submit_file_as_it_is() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("examples/htcondor")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "sub") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                readme.contains(&format!("```\n{text}```\n")),
+                "README.md does not show {} as it is",
+                path.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no examples/htcondor/*.sub");
+}
