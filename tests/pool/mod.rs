@@ -73,7 +73,8 @@ impl Pool {
     /// A fresh, empty submit directory under /tmp, owned by the submit
     /// account (which must reach it: /tmp is fine).
     pub fn submit_dir(&'static self, name: &str) -> SubmitDir {
-        let dir = std::env::temp_dir().join(format!("ckptrun-e2e-{}-{name}", std::process::id()));
+        // Not TMPDIR, which the submit account may not reach.
+        let dir = Path::new("/tmp").join(format!("ckptrun-e2e-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
         let dir = SubmitDir { pool: self, dir };
