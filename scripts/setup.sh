@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, testing, the demo and the benchmarks need on a
 # fresh Debian machine with rustup: the musl targets, util-linux (setarch,
-# unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini
-# and dumb-init.
+# unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini,
+# dumb-init and procps (pgrep).
 # Usage: scripts/setup.sh [--bench]
 set -euo pipefail
 
@@ -21,6 +21,7 @@ if [ "${1:-}" = "--bench" ]; then
     command -v hyperfine >/dev/null || packages+=(hyperfine)
     command -v tini >/dev/null || packages+=(tini)
     command -v dumb-init >/dev/null || packages+=(dumb-init)
+    command -v pgrep >/dev/null || packages+=(procps)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
     sudo=""

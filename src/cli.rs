@@ -11,6 +11,7 @@ use crate::error::{Error, RESERVED_CODES};
 use crate::jobad::JobAd;
 use crate::log::Log;
 use crate::personality::{ArchChoice, Flags};
+use crate::protocol::Verdict;
 use crate::signals;
 use crate::supervise::Supervision;
 use crate::sys::Sig;
@@ -305,6 +306,15 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Whether ckptrun ending so tells HTCondor "checkpointed: transfer
+    /// and restart me" rather than the job's end.
+    pub fn is_checkpoint(&self, verdict: Verdict) -> bool {
+        match verdict {
+            Verdict::Exit(code) => code == self.ckpt_exit_code,
+            Verdict::Signal(sig) => Some(sig) == self.exit_by_signal,
+        }
+    }
+
     /// Which of setarch's -R, -L, -B the job gets.
     pub fn personality_flags(&self) -> Flags {
         Flags {

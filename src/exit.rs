@@ -2,7 +2,9 @@
 //! signal (the job's, or the checkpoint's) so that HTCondor records
 //! ExitBySignal and the signal.
 
+use rustix::fs::{FileType, Timestamps, UTIME_OMIT};
 use rustix::process::{Resource, Rlimit};
+use rustix::time::{ClockId, Timespec, clock_gettime};
 
 use crate::log::Log;
 use crate::protocol::Verdict;
@@ -52,4 +54,49 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
     sys::set_mask(libc::SIG_UNBLOCK, &only);
     // Still here: a signal whose default action is not to terminate.
     sys::exit_now(128 + sig)
+}
+
+/// Marks ckptrun's stdout and stderr (HTCondor's `output` and `error`
+/// files in the sandbox) as changed, when they are regular files. For the
+/// job's real end under HTCondor: its final transfer brings back only the
+/// files changed during the last run (HTCondor 24.0, seen in a pool), so
+/// after an eviction the output the job wrote before it, brought into the
+/// new sandbox from the spool, would never reach the submit directory if
+/// the job wrote nothing more to it. The new modification time is at
+/// least a second after the old one: HTCondor compares whole seconds.
+pub fn mark_output_changed(log: &Log) {
+    let streams = [
+        ("stdout", rustix::stdio::stdout()),
+        ("stderr", rustix::stdio::stderr()),
+    ];
+    for (name, fd) in streams {
+        let Ok(stat) = rustix::fs::fstat(fd) else {
+            continue;
+        };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            continue;
+        }
+        let now = clock_gettime(ClockId::Realtime);
+        let later = Timespec {
+            tv_sec: stat.st_mtime + 1,
+            tv_nsec: 0,
+        };
+        let times = Timestamps {
+            last_access: Timespec {
+                tv_sec: 0,
+                tv_nsec: UTIME_OMIT,
+            },
+            last_modification: if now.tv_sec > stat.st_mtime {
+                now
+            } else {
+                later
+            },
+        };
+        if let Err(e) = rustix::fs::futimens(fd, &times) {
+            log.info(format_args!(
+                "cannot mark {name} changed for HTCondor's final transfer: {}",
+                sys::strerror(e.raw_os_error())
+            ));
+        }
+    }
 }

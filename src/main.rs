@@ -41,6 +41,7 @@ mod status_file;
 mod store;
 mod supervise;
 mod sys;
+mod transfers;
 mod tree;
 
 use std::ffi::{CStr, OsString, c_char, c_int};
@@ -70,11 +71,31 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
         && let Some(ad) = jobad::from_env(|name| std::env::var_os(name), &log)
     {
         config.apply_job_ad(&ad, &log);
+        check_transfers(&config, &ad, &log);
     }
     match run(&config, &argv, &inherited, &log) {
         Ok(verdict) => exit::finish(verdict, &log),
         Err(e) => fail(&log, e),
     }
+}
+
+/// Warns about a submit file that would lose checkpoints: the files
+/// that must travel, and how ckptrun exits after a checkpoint of its own.
+fn check_transfers(config: &Config, ad: &jobad::JobAd, log: &Log) {
+    let files = match config.mode {
+        Mode::Condor => vec![condor::ckpt_path(config)],
+        // Self and dmtcp mode: the store's files, once its layout is settled.
+        Mode::SelfCkpt | Mode::Dmtcp | Mode::Init => return,
+    };
+    let files: Vec<&std::ffi::OsStr> = files.iter().map(OsString::as_os_str).collect();
+    // --interval without a "continue" flag: checkpoint and exit.
+    let own_exit =
+        (config.interval.is_some() && !config.interval_continue && !config.ckpt_continue)
+            .then_some(match config.exit_by_signal {
+                Some(sig) => transfers::CkptExit::Signal(sig),
+                None => transfers::CkptExit::Code(config.ckpt_exit_code),
+            });
+    transfers::check(ad, &files, own_exit, log);
 }
 
 /// Plans, starts and supervises the job; returns how ckptrun should end.
@@ -166,6 +187,7 @@ impl Start<'_> {
         let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
+        let under_htcondor = std::env::var_os("_CONDOR_SCRATCH_DIR").is_some();
 
         // From here on nothing allocates (debug builds abort if anything does).
         alloc_guard::arm();
@@ -203,6 +225,9 @@ impl Start<'_> {
         }
         let verdict = protocol.judge(ended, log);
         protocol.end(log);
+        if under_htcondor && !config.is_checkpoint(verdict) {
+            exit::mark_output_changed(log);
+        }
         Ok(verdict)
     }
 }

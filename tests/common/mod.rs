@@ -155,6 +155,8 @@ impl Sandbox {
     {
         let mut cmd = Command::new(CKPTRUN);
         cmd.args(args).current_dir(&self.dir);
+        // The condor fixture says where it checkpointed and resumed.
+        cmd.env("CONDOR_JOB_VERBOSE", "1");
         cmd
     }
 }
