@@ -238,6 +238,9 @@ pub struct Config {
     pub dmtcp_dir: Option<OsString>,
     /// --mode dmtcp: where DMTCP writes images (a directory per store).
     pub images_dir: OsString,
+    /// Under HTCondor: the names the job's input files and executable
+    /// have in the sandbox (job ad: TransferInput, Cmd).
+    pub sandbox_inputs: Vec<OsString>,
     // --mode self
     pub store: OsString,
     pub keep: u32,
@@ -288,6 +291,7 @@ impl Default for Config {
             stderr: None,
             dmtcp_dir: None,
             images_dir: "/tmp".into(),
+            sandbox_inputs: Vec::new(),
             store: "ckptrun.store".into(),
             keep: 1,
             job_ckpt_exit: None,
@@ -337,6 +341,14 @@ impl Config {
     /// said otherwise: the checkpoint code or signal, the eviction and
     /// checkpoint signals, and the eviction's time budget.
     pub fn apply_job_ad(&mut self, ad: &JobAd, log: &Log) {
+        use std::os::unix::ffi::OsStrExt;
+        let inputs = [&ad.transfer_input, &ad.executable];
+        self.sandbox_inputs = inputs
+            .into_iter()
+            .flatten()
+            .flat_map(|list| crate::jobad::top_names(list))
+            .map(|name| std::ffi::OsStr::from_bytes(name).to_os_string())
+            .collect();
         let explicit = |name: &str| self.explicit.contains(&name);
         let by_code = explicit("ckpt-exit-code");
         if let Some(code) = ad.exit_code

@@ -53,6 +53,10 @@ pub struct JobAd {
     pub transfer_output: Option<FileList>,
     /// TransferCheckpoint (submit's transfer_checkpoint_files), when given.
     pub transfer_checkpoint: Option<FileList>,
+    /// TransferInput (submit's transfer_input_files), when given.
+    pub transfer_input: Option<FileList>,
+    /// Cmd: the executable, as its path on the access point.
+    pub executable: Option<FileList>,
 }
 
 /// Reads the job ad named by `_CONDOR_JOB_AD` (through `env`, for tests), if any.
@@ -143,6 +147,10 @@ pub fn parse(text: &[u8], warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> Option<Jo
             ad.transfer_output = attr.get(list, LIST, warn);
         } else if is("TransferCheckpoint") {
             ad.transfer_checkpoint = attr.get(list, LIST, warn);
+        } else if is("TransferInput") {
+            ad.transfer_input = attr.get(list, LIST, warn);
+        } else if is("Cmd") {
+            ad.executable = attr.get(list, LIST, warn);
         }
     }
     if by_signal {
@@ -256,6 +264,17 @@ fn on_evict(value: &Value<'_>) -> Option<bool> {
 }
 
 const LIST: &str = "a list of files of at most 4096 bytes";
+
+/// The names a list's files have at the top of the sandbox: each entry's
+/// last component (HTCondor puts `sub/x` in the sandbox as `x`).
+pub fn top_names(list: &[u8]) -> impl Iterator<Item = &[u8]> {
+    list.split(|&b| b == b',' || b.is_ascii_whitespace())
+        .map(|entry| {
+            let entry = entry.strip_suffix(b"/").unwrap_or(entry);
+            entry.rsplit(|&b| b == b'/').next().unwrap_or(entry)
+        })
+        .filter(|name| !name.is_empty())
+}
 
 /// A list of files, kept as written.
 fn list(value: &Value<'_>) -> Option<FileList> {
@@ -376,6 +395,8 @@ WhenToTransferOutput = "ON_EXIT_OR_EVICT"
             transfers_on_evict: Some(true),
             transfer_output: None,
             transfer_checkpoint: Some(FileList::from_slice(b"state.ckpt").unwrap()),
+            transfer_input: None,
+            executable: Some(FileList::from_slice(b"/home/u/ckptrun").unwrap()),
         };
         assert_eq!(got, want);
     }
@@ -392,6 +413,12 @@ WhenToTransferOutput = "ON_EXIT_OR_EVICT"
         assert_eq!(got.transfer_output.as_deref(), Some(&b"x,y,sub/z"[..]));
         assert_eq!(got.transfer_checkpoint.as_deref(), Some(&b"x ,y"[..]));
         let (got, _) = ad("TransferOutput = \"\"\nShouldTransferFiles = \"IF_NEEDED\"");
+        let inputs = "TransferInput = \"in1,sub/in2, dir/\"\nCmd = \"/tmp/probe2/p.sh\"\n";
+        let (with_inputs, _) = ad(inputs);
+        let names: Vec<&[u8]> = top_names(with_inputs.transfer_input.as_deref().unwrap()).collect();
+        assert_eq!(names, [&b"in1"[..], b"in2", b"dir"]);
+        let cmd: Vec<&[u8]> = top_names(with_inputs.executable.as_deref().unwrap()).collect();
+        assert_eq!(cmd, [&b"p.sh"[..]]);
         assert_eq!(got.transfer_output.as_deref(), Some(&b""[..]));
         assert_eq!(got.transfers_files, Some(true));
         // Too long to keep: not checked, and said.

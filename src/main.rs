@@ -84,8 +84,8 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
 fn check_transfers(config: &Config, ad: &jobad::JobAd, log: &Log) {
     let files = match config.mode {
         Mode::Condor => vec![condor::ckpt_path(config)],
-        // Self and dmtcp mode: the store's files, once its layout is settled.
-        Mode::SelfCkpt | Mode::Dmtcp | Mode::Init => return,
+        Mode::SelfCkpt | Mode::Dmtcp => store::slot_paths(&config.store, config.keep),
+        Mode::Init => return,
     };
     let files: Vec<&std::ffi::OsStr> = files.iter().map(OsString::as_os_str).collect();
     // --interval without a "continue" flag: checkpoint and exit.
@@ -187,6 +187,18 @@ impl Start<'_> {
         let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
+        // Under HTCondor: the sandbox, for the job's end (see
+        // exit::mark_outputs_changed).
+        let sandbox = std::env::var_os("_CONDOR_SCRATCH_DIR").and_then(|dir| {
+            rustix::fs::open(
+                dir.as_os_str(),
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .ok()
+        });
         let under_htcondor = std::env::var_os("_CONDOR_SCRATCH_DIR").is_some();
 
         // From here on nothing allocates (debug builds abort if anything does).
@@ -226,7 +238,7 @@ impl Start<'_> {
         let verdict = protocol.judge(ended, log);
         protocol.end(log);
         if under_htcondor && !config.is_checkpoint(verdict) {
-            exit::mark_output_changed(log);
+            exit::mark_outputs_changed(sandbox.as_ref(), &config.sandbox_inputs, log);
         }
         Ok(verdict)
     }

@@ -665,6 +665,18 @@ impl Store {
     }
 }
 
+/// The slot files of the store `name` with `keep` older generations, as
+/// paths: what must travel with the job.
+pub fn slot_paths(name: &OsStr, keep: u32) -> Vec<OsString> {
+    (0..=keep)
+        .map(|slot| {
+            let mut path = name.to_os_string();
+            path.push(format!(".{slot}"));
+            path
+        })
+        .collect()
+}
+
 /// Opens (creating it if need be) the scratch directory `.NAME` in
 /// `parent`: a directory of our own, never a symlink.
 fn open_scratch(parent: BorrowedFd, base: &CStr) -> rustix::io::Result<OwnedFd> {
