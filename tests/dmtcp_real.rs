@@ -14,7 +14,6 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -37,22 +36,7 @@ struct Job {
 
 /// The C counter, compiled once (dynamically: DMTCP preloads itself).
 fn counter() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/dmtcp-jobs");
-            std::fs::create_dir_all(&dir).unwrap();
-            let bin = dir.join("counter");
-            let status = Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(&bin)
-                .arg(jobs_dir().join("counter.c"))
-                .status()
-                .expect("cc (gcc) to build tests/jobs/counter.c");
-            assert!(status.success(), "cc tests/jobs/counter.c failed");
-            bin
-        })
-        .clone()
+    dmtcp_counter()
 }
 
 fn jobs_dir() -> PathBuf {

@@ -61,8 +61,12 @@ fn wait_started(sandbox: &Path, starts: usize) {
 /// are identical in both directories; ckptrun's log, the job log, the
 /// submit file and the checkpoint (whose step depends on timing) aside.
 fn same_outputs(run: &SubmitDir, reference: &SubmitDir, skip: &[&str]) {
+    // Directories are inputs (DMTCP's tree): HTCondor brings none back.
     let skip = |name: &str| {
-        ["ckptrun.log", "job.log"].contains(&name) || name.ends_with(".sub") || skip.contains(&name)
+        ["ckptrun.log", "job.log"].contains(&name)
+            || name.ends_with(".sub")
+            || skip.contains(&name)
+            || run.path(name).is_dir()
     };
     let names: Vec<String> = run.names().into_iter().filter(|n| !skip(n)).collect();
     let want: Vec<String> = reference.names().into_iter().filter(|n| !skip(n)).collect();
@@ -266,6 +270,150 @@ fn condor_killed_node_resumes_from_the_last_periodic_checkpoint() {
     assert!(log.ends_with(": exit 0\n"), "{log}");
     eprintln!("CheckpointNumber {checkpoints:?} after the kill; restart from step {periodic}");
     same_outputs(&dir, &reference, &["condor_job.ckpt"]);
+}
+
+/// A submit directory for examples/htcondor/self.sub: ckptrun and the
+/// self-checkpointing stand-in.
+fn self_dir(name: &str) -> Option<SubmitDir> {
+    let dir = pool()?.submit_dir(name);
+    dir.copy_in(common::CKPTRUN, "ckptrun")
+        .copy_in(common::self_fixture(), "self_job");
+    Some(dir)
+}
+
+/// A submit directory for examples/htcondor/dmtcp.sub: ckptrun, the C
+/// counter and DMTCP's install tree, as the README says to lay them out.
+fn dmtcp_dir(name: &str) -> Option<SubmitDir> {
+    let pool = pool()?;
+    let bin = common::real_dmtcp("htcondor")?;
+    let dir = pool.submit_dir(name);
+    dir.copy_in(common::CKPTRUN, "ckptrun")
+        .copy_in(common::dmtcp_counter(), "counter")
+        .copy_tree_in(bin.parent().unwrap(), "dmtcp");
+    Some(dir)
+}
+
+/// The store's slot files (whose generation numbers depend on timing),
+/// and self mode's working copy of the job's state.
+const STORE_FILES: [&str; 3] = ["ckptrun.store.0", "ckptrun.store.1", "state"];
+
+/// The log says each restart resumed from the generation the run before
+/// committed: `committed generation N` then `restart from generation N`.
+/// Returns the generations restarted from, in order.
+fn restarts_follow_commits(log: &str) -> Vec<u64> {
+    let number = |line: &str, after: &str| -> Option<u64> {
+        line.split(after)
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let mut committed = None;
+    let mut restarted = Vec::new();
+    for line in log.lines() {
+        if let Some(g) = number(line, "committed generation ") {
+            committed = Some(g);
+        } else if let Some(g) = number(line, "restart from generation ") {
+            assert_eq!(
+                Some(g),
+                committed,
+                "a restart not from the last generation committed:\n{log}"
+            );
+            restarted.push(g);
+        }
+    }
+    restarted
+}
+
+/// A job vacated twice, each time some way into a run, resumes each time
+/// from the generation ckptrun committed at that eviction, and its
+/// outputs equal an uninterrupted run's.
+fn vacated_twice(mode: &str, dir: SubmitDir, reference: SubmitDir) {
+    let uninterrupted = reference.submit_example(mode, &[]);
+    let job = dir.submit_example(mode, &[]);
+    for eviction in 1..=2 {
+        let run = job.wait_for(EXECUTING, eviction, START);
+        wait_started(&run.scratch_dir(), eviction);
+        std::thread::sleep(Duration::from_secs(3)); // some progress
+        job.vacate();
+        job.wait_for(EVICTED, eviction, START);
+    }
+    job.wait_for(EXECUTING, 3, START);
+    succeeds(&job);
+    succeeds(&uninterrupted);
+    let log = dir.read_text("ckptrun.log");
+    assert_eq!(log_lines(&log, "started ").len(), 3, "{log}");
+    assert_eq!(log_lines(&log, "fresh start").len(), 1, "{log}");
+    assert_eq!(restarts_follow_commits(&log), [1, 2], "{log}");
+    assert_eq!(log_lines(&log, "; exit 85").len(), 2, "{log}");
+    assert!(log.ends_with(": exit 0\n"), "{log}");
+    same_outputs(&dir, &reference, &STORE_FILES);
+}
+
+/// A job with a short --interval: periodic commits, each an exit 85 that
+/// HTCondor uploads; then its node dies (vacate -fast, no soft signal).
+/// The restart resumes from the last periodic generation; the outputs
+/// equal an uninterrupted run's with the same interval.
+fn killed_node(mode: &str, dir: SubmitDir, reference: SubmitDir) {
+    let interval = [("interval", "5")];
+    let uninterrupted = reference.submit_example(mode, &interval);
+    let job = dir.submit_example(mode, &interval);
+    let first = job.wait_for(EXECUTING, 1, START).scratch_dir();
+    // One periodic commit, uploaded; the job restarted in place.
+    wait_started(&first, 2);
+    std::thread::sleep(Duration::from_secs(1));
+    let before = std::fs::read_to_string(first.join("ckptrun.log")).unwrap();
+    let periodic = *restarts_follow_commits(&before).last().unwrap();
+    job.vacate_fast();
+    job.wait_for(EVICTED, 1, START);
+    let second = job.wait_for(EXECUTING, 2, START).scratch_dir();
+    assert_ne!(first, second, "a vacated job runs in a new sandbox");
+    succeeds(&job);
+    succeeds(&uninterrupted);
+    let log = dir.read_text("ckptrun.log");
+    let restarts = restarts_follow_commits(&log);
+    assert!(restarts.contains(&periodic), "{log}");
+    assert!(log_lines(&log, "--interval: ").len() >= 2, "{log}");
+    assert!(log.ends_with(": exit 0\n"), "{log}");
+    same_outputs(&dir, &reference, &STORE_FILES);
+}
+
+#[test]
+fn self_vacated_twice_resumes_from_each_evictions_checkpoint() {
+    let (Some(reference), Some(dir)) = (self_dir("self-reference"), self_dir("self-twice")) else {
+        return;
+    };
+    vacated_twice("self", dir, reference);
+}
+
+#[test]
+fn self_killed_node_resumes_from_the_last_periodic_checkpoint() {
+    let (Some(reference), Some(dir)) = (self_dir("self-reference-interval"), self_dir("self-fast"))
+    else {
+        return;
+    };
+    killed_node("self", dir, reference);
+}
+
+#[test]
+fn dmtcp_vacated_twice_resumes_from_each_evictions_checkpoint() {
+    let (Some(reference), Some(dir)) = (dmtcp_dir("dmtcp-reference"), dmtcp_dir("dmtcp-twice"))
+    else {
+        return;
+    };
+    vacated_twice("dmtcp", dir, reference);
+}
+
+#[test]
+fn dmtcp_killed_node_resumes_from_the_last_periodic_checkpoint() {
+    let (Some(reference), Some(dir)) = (
+        dmtcp_dir("dmtcp-reference-interval"),
+        dmtcp_dir("dmtcp-fast"),
+    ) else {
+        return;
+    };
+    killed_node("dmtcp", dir, reference);
 }
 
 #[test]

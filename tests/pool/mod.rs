@@ -142,6 +142,18 @@ impl SubmitDir {
         self
     }
 
+    /// Copies the directory `from` in as `name` (`cp -a`).
+    pub fn copy_tree_in(&self, from: impl AsRef<Path>, name: &str) -> &Self {
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(from.as_ref())
+            .arg(self.path(name))
+            .status()
+            .unwrap();
+        assert!(status.success(), "cp -a {}", from.as_ref().display());
+        self
+    }
+
     /// Writes `name` (a submit file made by the test, say).
     pub fn write(&self, name: &str, text: &str) -> &Self {
         std::fs::write(self.path(name), text).unwrap();
