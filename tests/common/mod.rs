@@ -585,3 +585,25 @@ pub fn real_dmtcp(test: &str) -> Option<PathBuf> {
     }
     found.clone()
 }
+
+/// tests/jobs/counter.c, compiled once (dynamically: DMTCP preloads
+/// itself into the program).
+pub fn dmtcp_counter() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let dir = root.join("target/dmtcp-jobs");
+            std::fs::create_dir_all(&dir).unwrap();
+            let bin = dir.join(format!("counter-{}", std::process::id()));
+            let status = Command::new("cc")
+                .args(["-O1", "-o"])
+                .arg(&bin)
+                .arg(root.join("tests/jobs/counter.c"))
+                .status()
+                .expect("cc (gcc) to build tests/jobs/counter.c");
+            assert!(status.success(), "cc tests/jobs/counter.c failed");
+            bin
+        })
+        .clone()
+}
