@@ -607,3 +607,21 @@ pub fn dmtcp_counter() -> PathBuf {
         })
         .clone()
 }
+
+/// The fake DMTCP tools as an install tree under `prefix` (created): the
+/// four tools and `mtcp_restart` in `bin/` (hard links to the fake, or
+/// copies where linking fails), an empty `lib/dmtcp/libdmtcp.so` beside
+/// it, as ckptrun checks a real install. Returns `bin/`.
+pub fn install_fake_dmtcp(prefix: &Path) -> PathBuf {
+    let bin = prefix.join("bin");
+    install_dmtcp_tools(&bin);
+    let mtcp = bin.join("mtcp_restart");
+    let _ = std::fs::remove_file(&mtcp);
+    if std::fs::hard_link(fake_dmtcp(), &mtcp).is_err() {
+        std::fs::copy(fake_dmtcp(), &mtcp).unwrap();
+    }
+    let lib = prefix.join("lib/dmtcp");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libdmtcp.so"), b"").unwrap();
+    bin
+}
