@@ -120,6 +120,9 @@ impl Life {
             starts: 0,
             sandbox: PathBuf::new(),
         };
+        if user == User::Nobody {
+            std::fs::copy(CKPTRUN, life.ckptrun()).unwrap();
+        }
         life.sandbox = life.new_sandbox(None);
         life
     }
@@ -160,12 +163,23 @@ impl Life {
             User::Root => Command::new(CKPTRUN),
             User::Nobody => {
                 let mut c = Command::new("setpriv");
-                c.args(["--reuid=65534", "--regid=65534", "--clear-groups", CKPTRUN]);
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                    .arg(self.ckptrun());
                 c
             }
         };
         cmd.args(dmtcp_args(&self.bin, extra, &self.job.argv));
         in_sandbox(cmd, &self.sandbox)
+    }
+
+    /// ckptrun as this life's user runs it: for `nobody`, a copy in the
+    /// life's directory (as a user transfers it), which nobody can reach
+    /// wherever the clone is.
+    fn ckptrun(&self) -> PathBuf {
+        match self.user {
+            User::Root => PathBuf::from(CKPTRUN),
+            User::Nobody => self.base.join("ckptrun"),
+        }
     }
 
     fn path(&self, name: &str) -> PathBuf {
