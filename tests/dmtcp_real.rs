@@ -610,6 +610,40 @@ fn tools_without_their_libraries_are_refused_before_anything_starts() {
 }
 
 #[test]
+fn a_statically_linked_program_is_refused_before_anything_starts() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    // DMTCP preloads itself: a static program would run unprotected.
+    let sandbox = Sandbox::new("real-static");
+    std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+    let dir = bin.to_string_lossy().into_owned();
+    let out = run(sandbox
+        .ckptrun([
+            "--mode",
+            "dmtcp",
+            "--dmtcp-dir",
+            &dir,
+            "--",
+            "./job",
+            "5",
+            "10",
+        ])
+        .env("PATH", "/usr/bin:/bin"));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(
+        &out,
+        "is linked statically: DMTCP cannot preload itself into it",
+    );
+    assert!(
+        !out.stdout.contains("condor_job"),
+        "the job ran: {}",
+        out.stdout
+    );
+    assert!(left_in(&sandbox.dir).is_empty());
+}
+
+#[test]
 fn a_missing_program_is_127_and_a_missing_tool_125_before_anything_starts() {
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
