@@ -593,9 +593,10 @@ pub fn dmtcp_counter() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let dir = root.join("target/dmtcp-jobs");
+            // A directory per test binary: they build it side by side.
+            let dir = root.join(format!("target/dmtcp-jobs/{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
-            let bin = dir.join(format!("counter-{}", std::process::id()));
+            let bin = dir.join("counter");
             let status = Command::new("cc")
                 .args(["-O1", "-o"])
                 .arg(&bin)
