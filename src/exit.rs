@@ -69,12 +69,13 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
 /// brought into the new sandbox from the spool) would never reach the
 /// submit directory if the last run left it as it was. Left alone: names
 /// starting with `.` (HTCondor's own: .job.ad, .chirp.config, ckptrun's
-/// scratch) and the job's inputs (`inputs`: transfer_input_files and the
-/// executable), which an uninterrupted run would not bring back either.
+/// scratch) and `not_outputs`: the job's inputs (transfer_input_files and
+/// the executable), which an uninterrupted run would not bring back
+/// either, and its checkpoint files, of no use once it has ended.
 /// ckptrun's own stdout and stderr are marked too, wherever they are. The
 /// new modification time is at least a second after the old one: HTCondor
 /// compares whole seconds. Does not allocate.
-pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, inputs: &[OsString], log: &Log) {
+pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, not_outputs: &[OsString], log: &Log) {
     if let Some(dir) = sandbox {
         let mut buf = [MaybeUninit::uninit(); 4096];
         let _ = rustix::fs::seek(dir, SeekFrom::Start(0));
@@ -82,7 +83,7 @@ pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, inputs: &[OsString], log:
         while let Some(Ok(entry)) = entries.next() {
             let name = entry.file_name();
             let bytes = name.to_bytes();
-            if bytes.starts_with(b".") || inputs.iter().any(|i| i.as_bytes() == bytes) {
+            if bytes.starts_with(b".") || not_outputs.iter().any(|i| i.as_bytes() == bytes) {
                 continue;
             }
             let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {

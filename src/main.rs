@@ -79,14 +79,23 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     }
 }
 
+/// The files a checkpoint lives in, which must travel with the job:
+/// condor mode's FILE, self and dmtcp mode's store slots.
+fn checkpoint_files(config: &Config) -> Vec<OsString> {
+    match config.mode {
+        Mode::Condor => vec![condor::ckpt_path(config)],
+        Mode::SelfCkpt | Mode::Dmtcp => store::slot_paths(&config.store, config.keep),
+        Mode::Init => Vec::new(),
+    }
+}
+
 /// Warns about a submit file that would lose checkpoints: the files
 /// that must travel, and how ckptrun exits after a checkpoint of its own.
 fn check_transfers(config: &Config, ad: &jobad::JobAd, log: &Log) {
-    let files = match config.mode {
-        Mode::Condor => vec![condor::ckpt_path(config)],
-        Mode::SelfCkpt | Mode::Dmtcp => store::slot_paths(&config.store, config.keep),
-        Mode::Init => return,
-    };
+    if config.mode == Mode::Init {
+        return;
+    }
+    let files = checkpoint_files(config);
     let files: Vec<&std::ffi::OsStr> = files.iter().map(OsString::as_os_str).collect();
     // --interval without a "continue" flag: checkpoint and exit.
     let own_exit =
@@ -200,6 +209,18 @@ impl Start<'_> {
             .ok()
         });
         let under_htcondor = std::env::var_os("_CONDOR_SCRATCH_DIR").is_some();
+        // Not the job's outputs: its inputs, and the checkpoint, of no use
+        // once the job has ended (HTCondor need not carry it back).
+        let not_outputs: Vec<OsString> = config
+            .sandbox_inputs
+            .iter()
+            .cloned()
+            .chain(
+                checkpoint_files(config)
+                    .iter()
+                    .filter_map(|f| Path::new(f).file_name().map(|n| n.to_os_string())),
+            )
+            .collect();
 
         // From here on nothing allocates (debug builds abort if anything does).
         alloc_guard::arm();
@@ -238,7 +259,7 @@ impl Start<'_> {
         let verdict = protocol.judge(ended, log);
         protocol.end(log);
         if under_htcondor && !config.is_checkpoint(verdict) {
-            exit::mark_outputs_changed(sandbox.as_ref(), &config.sandbox_inputs, log);
+            exit::mark_outputs_changed(sandbox.as_ref(), &not_outputs, log);
         }
         Ok(verdict)
     }
