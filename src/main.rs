@@ -27,6 +27,7 @@ mod dmtcp;
 mod error;
 mod exit;
 mod init;
+mod internal_error;
 mod jobad;
 mod log;
 mod personality;
@@ -54,6 +55,7 @@ use crate::signals::Inherited;
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
+    internal_error::report_panics();
     sys::hold_standard_fds();
     let mut config = match cli::parse(args(argc, argv), |name| std::env::var_os(name)) {
         Ok(Request::Run(config)) => *config,
@@ -145,6 +147,7 @@ impl Start<'_> {
         let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
+        let panic_for_test = internal_error::test_panic_requested();
 
         // From here on nothing allocates (debug builds abort if anything does).
         alloc_guard::arm();
@@ -166,6 +169,9 @@ impl Start<'_> {
             ));
             if allocate_for_test {
                 alloc_guard::allocate_for_test();
+            }
+            if panic_for_test {
+                internal_error::panic_for_test();
             }
             let started = std::time::Instant::now();
             let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);

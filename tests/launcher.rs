@@ -563,3 +563,44 @@ fn the_allocation_guard_is_live_in_test_builds() {
         out.stderr
     );
 }
+
+/// The debug build the other tests use, and the shipped builds of both
+/// architectures (scripts/build-release.sh).
+fn every_build() -> [(&'static str, std::path::PathBuf); 3] {
+    [
+        ("debug", CKPTRUN.into()),
+        (
+            "x86_64 release",
+            ckptrun_release("x86_64-unknown-linux-musl"),
+        ),
+        ("i686 release", ckptrun_release("i686-unknown-linux-musl")),
+    ]
+}
+
+#[test]
+fn a_panic_is_one_line_then_an_abort() {
+    // A panic is a bug, but the user who meets one must still be told. The
+    // shipped builds compile a panic to a trap, which ckptrun's SIGILL
+    // handler reports; the debug build keeps std's panics, with a hook.
+    // Provoked once the job runs, where a bug would hurt most.
+    let sandbox = Sandbox::new("panic");
+    for (build, ckptrun) in every_build() {
+        let out = run(Command::new(&ckptrun)
+            .args(["--mode", "init", "--", "sleep", "0.1"])
+            .current_dir(&sandbox.dir)
+            .env("CKPTRUN_TEST_PANIC_AFTER_SPAWN", "1"));
+        assert_eq!(
+            out.signal(),
+            Some(libc::SIGABRT),
+            "{build}: {:?} {}",
+            out.status,
+            out.stderr
+        );
+        assert_one_error_line(&out, "internal error: ");
+        assert!(
+            out.stderr.contains("please report it"),
+            "{build}: {}",
+            out.stderr
+        );
+    }
+}
