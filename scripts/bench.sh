@@ -6,9 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --bench
-cargo build --release --locked --quiet
+CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh
 cargo build --release --locked --quiet --example bench_job
-cargo build-i686 --locked --quiet
 runs=${1:-2000}
 x64=target/x86_64-unknown-linux-musl/release/ckptrun
 i686=target/i686-unknown-linux-musl/release/ckptrun

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cargo build --release --locked --quiet
+CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
 cargo build --release --locked --quiet --example condor_job --example self_job --example fake_dmtcp --example dmtcp_job
 bin="$PWD/target/x86_64-unknown-linux-musl/release"
 work=$(mktemp -d /tmp/ckptrun-demo.XXXXXX)

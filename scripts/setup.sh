@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, testing, the demo and the benchmarks need on a
-# fresh Debian machine with rustup: the musl targets, util-linux (setarch,
+# fresh Debian machine with rustup: the musl targets, rust-src (the release
+# build rebuilds std from it: scripts/build-release.sh), util-linux (setarch,
 # unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini
 # and dumb-init.
 # Usage: scripts/setup.sh [--bench]
@@ -9,6 +10,7 @@ set -euo pipefail
 for target in x86_64-unknown-linux-musl i686-unknown-linux-musl; do
     rustup target list --installed | grep -qx "$target" || rustup target add "$target"
 done
+rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src
 rustup component list --installed | grep -q '^clippy' || rustup component add clippy
 rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
 

@@ -604,3 +604,43 @@ fn a_panic_is_one_line_then_an_abort() {
         );
     }
 }
+
+#[test]
+fn running_out_of_memory_in_the_shipped_builds_is_one_line() {
+    // 1.5 MB of arguments to copy under a 3 MB address-space limit: an
+    // allocation fails, which std turns into a panic, so a trap.
+    let sandbox = Sandbox::new("oom");
+    let args = vec!["x".repeat(1000); 1500];
+    for (build, ckptrun) in every_build().into_iter().skip(1) {
+        let mut cmd = Command::new(&ckptrun);
+        cmd.args(["--mode", "init", "--", "true"])
+            .args(&args)
+            .current_dir(&sandbox.dir);
+        before_exec(&mut cmd, || {
+            let limit = libc::rlimit {
+                rlim_cur: 3 << 20,
+                rlim_max: 3 << 20,
+            };
+            // SAFETY: setrlimit is async-signal-safe; valid arguments.
+            unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) };
+        });
+        let out = run(&mut cmd);
+        assert_eq!(
+            out.signal(),
+            Some(libc::SIGABRT),
+            "{build}: {:?} {}",
+            out.status,
+            out.stderr
+        );
+        assert_one_error_line(&out, "out of memory: an allocation of ");
+    }
+}
+
+#[test]
+fn the_shipped_builds_stay_within_224_kib() {
+    // The size target of issue 12 (BENCHMARKS.md): stripped, static.
+    for (build, ckptrun) in every_build().into_iter().skip(1) {
+        let size = std::fs::metadata(&ckptrun).unwrap().len();
+        assert!(size <= 224 * 1024, "{build}: {size} bytes");
+    }
+}
