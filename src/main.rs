@@ -99,22 +99,22 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
     match config.mode {
         Mode::Condor => {
             let arch = program::arch(config.arch, &path, log);
-            let (protocol, extra) = condor::Condor::plan(config, log)?;
+            let (mut protocol, extra) = condor::Condor::plan(config, log)?;
             let persona = personality::persona(arch, config.personality_flags());
             personality::apply(persona, config.personality_optional, log)?;
-            start.supervise(job(&extra)?.with_stdio(stdio), protocol)
+            start.supervise(job(&extra)?.with_stdio(stdio), &mut protocol)
         }
         Mode::SelfCkpt => {
-            let (protocol, extra) = selfckpt::SelfCkpt::plan(config, log)?;
-            start.supervise(job(&extra)?.with_stdio(stdio), protocol)
+            let (mut protocol, extra) = selfckpt::SelfCkpt::plan(config, log)?;
+            start.supervise(job(&extra)?.with_stdio(stdio), &mut protocol)
         }
-        Mode::Init => start.supervise(job(&[])?.with_stdio(stdio), init::Init::new(config)),
+        Mode::Init => start.supervise(job(&[])?.with_stdio(stdio), &mut init::Init::new(config)),
         Mode::Dmtcp => {
             // Orphans (the coordinator, once it detaches) must be ours
             // before it starts.
             supervise::adopt_orphans(log);
-            let (protocol, command) = dmtcp::Dmtcp::plan(config, &path, inherited, log)?;
-            start.supervise(command.with_stdio(stdio), protocol)
+            let (mut protocol, command) = dmtcp::Dmtcp::plan(config, &path, inherited, log)?;
+            start.supervise(command.with_stdio(stdio), &mut protocol)
         }
     }
 }
@@ -128,11 +128,12 @@ struct Start<'a> {
 }
 
 impl Start<'_> {
-    /// Starts `command` and supervises it to its end under `protocol`.
+    /// Starts `command` and supervises it to its end under `protocol`
+    /// (`dyn`: one copy of this and of the supervisor, not one per mode).
     fn supervise(
         self,
         command: spawn::Command,
-        mut protocol: impl Protocol,
+        protocol: &mut dyn Protocol,
     ) -> Result<Verdict, Error> {
         let Start {
             config,
@@ -174,7 +175,7 @@ impl Start<'_> {
                 internal_error::panic_for_test();
             }
             let started = std::time::Instant::now();
-            let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);
+            let ended = supervise::supervise(job, protocol, config.supervision(), log);
             // The protocol may want one more start (self mode's fallback).
             if !protocol.again(ended, started.elapsed(), log) {
                 break (job, ended);

@@ -141,7 +141,7 @@ pub fn signal_on_parent_death(sig: Sig, was: Pid, log: &Log) {
 }
 
 /// Supervises the job `pid` until it ends; returns how it ended.
-pub fn supervise(pid: Pid, protocol: &mut impl Protocol, how: Supervision, log: &Log) -> Ended {
+pub fn supervise(pid: Pid, protocol: &mut dyn Protocol, how: Supervision, log: &Log) -> Ended {
     let started = Instant::now();
     let mut sup = Supervisor {
         job: Job { pid, started },
@@ -168,11 +168,11 @@ pub fn supervise(pid: Pid, protocol: &mut impl Protocol, how: Supervision, log: 
     }
 }
 
-struct Supervisor<'a, P> {
+struct Supervisor<'a> {
     job: Job,
     /// Where signals for the job go: its pid, or its process group.
     target: Pid,
-    protocol: &'a mut P,
+    protocol: &'a mut dyn Protocol,
     log: &'a Log,
     kill_at: Option<Instant>,
     held: Held,
@@ -185,7 +185,7 @@ struct Held {
     retry_at: Option<Instant>,
 }
 
-impl<P: Protocol> Supervisor<'_, P> {
+impl Supervisor<'_> {
     /// Reaps every child that has ended and returns the job's status if it
     /// was among them. SIGCHLDs coalesce, so one may stand for many
     /// children: drain until none is left, and look for the job inside.
