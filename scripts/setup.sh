@@ -3,7 +3,7 @@
 # fresh Debian machine with rustup: the musl targets, rust-src (the release
 # build rebuilds std from it: scripts/build-release.sh), util-linux (setarch,
 # unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini
-# and dumb-init.
+# (with tini-static), dumb-init and catatonit.
 # Usage: scripts/setup.sh [--bench]
 set -euo pipefail
 
@@ -23,6 +23,7 @@ if [ "${1:-}" = "--bench" ]; then
     command -v hyperfine >/dev/null || packages+=(hyperfine)
     command -v tini >/dev/null || packages+=(tini)
     command -v dumb-init >/dev/null || packages+=(dumb-init)
+    command -v catatonit >/dev/null || packages+=(catatonit)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
     sudo=""
