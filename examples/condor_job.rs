@@ -13,6 +13,12 @@
 //! steps, folding each into a checksum, and prints the result. Its state
 //! (step, checksum) is its "process image".
 //!
+//! `CONDOR_JOB_VERBOSE=1` makes it say on stderr where it checkpointed
+//! (`condor_job: checkpointed at step N`) and resumed (`condor_job:
+//! resumed at step N`). Off by default, as the checkpoint library is
+//! silent: under HTCondor the job's stderr is appended to across restarts,
+//! and an evicted run's `error` file must equal an uninterrupted run's.
+//!
 //! `CONDOR_JOB_INIT_MS=N` delays installing the handlers by N ms, as a
 //! slow-starting checkpoint library would.
 //!
@@ -89,7 +95,8 @@ fn main() {
         Some(file) => restore(file),
         None => (0, 0),
     };
-    if condor.restart.is_some() {
+    let verbose = std::env::var_os("CONDOR_JOB_VERBOSE").is_some_and(|v| v == "1");
+    if condor.restart.is_some() && verbose {
         eprintln!("condor_job: resumed at step {step}");
     }
     while step < steps {
@@ -101,7 +108,9 @@ fn main() {
         }
         if CHECKPOINT_AND_EXIT.load(Ordering::SeqCst) {
             write_image(&ckpt_file, step, sum);
-            eprintln!("condor_job: checkpointed at step {step}");
+            if verbose {
+                eprintln!("condor_job: checkpointed at step {step}");
+            }
             std::thread::sleep(Duration::from_secs(1));
             die_by(libc::SIGUSR2);
         }

@@ -17,14 +17,20 @@
 //! next step; a checkpoint freezes it between steps (the lock the main loop
 //! holds around each step and the end). Restored by dmtcp_restart
 //! (`FAKE_DMTCP_RESTORE`), it takes the step from the image and prints
-//! nothing extra: with the restart's truncation of its stdout, an evicted
-//! and restarted run writes exactly what an uninterrupted one does.
+//! nothing extra. As with DMTCP, its stdout is not cut back at a restart:
+//! what it wrote after the checkpoint is written again, unless the
+//! computation was killed with its checkpoint (`--kcheckpoint`) or
+//! whoever restarts it cuts the file back (ckptrun does).
 //!
 //! - `DMTCP_JOB_PIDFILE=F`: writes its pid to F (tmp + rename) at every
 //!   start, fresh or restored, once it has joined the coordinator.
 //! - `DMTCP_JOB_CHILD=1`: at start forks a child that sleeps forever in
 //!   the job's process group and never joins the coordinator (for "no
 //!   process left behind" tests).
+//! - `DMTCP_JOB_DATA=F`: also writes each `step i` line to F, which it
+//!   holds open for writing on a descriptor above 2 (emptied at a fresh
+//!   start, appended to when restored): DMTCP cuts such a file back to its
+//!   size at the checkpoint.
 
 #[path = "fake_dmtcp/proto.rs"]
 mod proto;
@@ -90,6 +96,31 @@ fn main() {
             }
         }
     }
+    // Opened before the job joins, as a program opens its files: it is
+    // open at every checkpoint.
+    let data = std::env::var_os("DMTCP_JOB_DATA").map(|path| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(restored.is_none())
+            .open(&path)
+            .unwrap_or_else(|e| fail(1, &format!("DMTCP_JOB_DATA: {e}")));
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))
+            .unwrap_or_else(|e| fail(1, &format!("DMTCP_JOB_DATA: {e}")));
+        // Above 2 whatever the job inherited.
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) with a valid descriptor.
+        let fd = unsafe {
+            libc::fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::F_DUPFD_CLOEXEC,
+                3,
+            )
+        };
+        if fd < 0 {
+            fail(1, "DMTCP_JOB_DATA: fcntl failed");
+        }
+        fd
+    });
     proto::join(restored.as_ref(), &FREEZE, state)
         .unwrap_or_else(|why| fail(99, &format!("fake DMTCP: {why}")));
     if let Some(file) = std::env::var_os("DMTCP_JOB_PIDFILE") {
@@ -104,7 +135,10 @@ fn main() {
         std::thread::sleep(Duration::from_millis(step_ms));
         let _step = FREEZE.lock().unwrap_or_else(|e| e.into_inner());
         let i = NEXT.load(Ordering::SeqCst);
-        write_out(format!("step {i}\n").as_bytes());
+        write_out(1, format!("step {i}\n").as_bytes());
+        if let Some(fd) = data {
+            write_out(fd, format!("step {i}\n").as_bytes());
+        }
         NEXT.store(i + 1, Ordering::SeqCst);
     }
     // The end is a step too: not while a checkpoint is being written.
@@ -117,7 +151,7 @@ fn main() {
         line.extend(arg.as_bytes());
     }
     line.push(b'\n');
-    write_out(&line);
+    write_out(1, &line);
     match end {
         End::Exit(code) => exit(code),
         End::Signal(sig) => die_by(sig),
@@ -153,12 +187,12 @@ fn parse_end(spec: &str) -> Option<End> {
     Some(End::Signal(sig))
 }
 
-/// All of `bytes` to stdout with write(2), unbuffered; errors ignored (a
+/// All of `bytes` to `fd` with write(2), unbuffered; errors ignored (a
 /// closed stdout does not stop the job).
-fn write_out(mut bytes: &[u8]) {
+fn write_out(fd: i32, mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: bytes is a valid buffer of that length.
-        let n = unsafe { libc::write(1, bytes.as_ptr().cast(), bytes.len()) };
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
         if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
             continue;
         }

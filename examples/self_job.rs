@@ -14,10 +14,12 @@
 //!   `self_job: torn checkpoint STATE: WHY` and exit 3.
 //! - `--resume PATH`: resume from PATH instead, which must hold a valid
 //!   state (else exit 4); prints `resumed via --resume`.
-//! - Prints `start step=N` once it knows where it starts.
+//! - Prints `start step=N` once it knows where it starts (not with
+//!   `SELF_JOB_QUIET=1`: the pool tests compare HTCondor's output file
+//!   with an uninterrupted run's).
 //! - Checkpoints when SIGUSR1 arrives (after the current step) and, with
 //!   `SELF_JOB_CKPT_EVERY=N`, every N steps; then prints
-//!   `checkpoint step=N` and exits 17, or with
+//!   `checkpoint step=N` (unless quiet) and exits 17, or with
 //!   `SELF_JOB_CKPT_SIGNAL_DEATH=SIG` dies by SIG. SIGTERM is left alone.
 //!
 //! State file: `SELFJOB1`, step and value (u64 LE), PAD bytes derived from
@@ -91,7 +93,10 @@ fn main() {
             Err(why) => fail(3, &format!("torn checkpoint {}: {why}", state.display())),
         },
     };
-    println!("start step={step}");
+    let quiet = env_num("SELF_JOB_QUIET", 0) == 1;
+    if !quiet {
+        println!("start step={step}");
+    }
     if let Some(code) = settings.exit {
         std::process::exit(code);
     }
@@ -226,7 +231,9 @@ fn checkpoint_and_exit(state: &Path, step: u64, acc: u64, settings: &Settings) -
     if let Err(e) = written {
         fail(1, &format!("checkpoint {}: {e}", state.display()));
     }
-    println!("checkpoint step={step}");
+    if env_num("SELF_JOB_QUIET", 0) != 1 {
+        println!("checkpoint step={step}");
+    }
     if let Some(sig) = settings.death_signal {
         die_by(sig);
     }

@@ -61,7 +61,8 @@ echo
 hf() { hyperfine -N -i --style none --warmup 1 --runs "$runs" "$@" >/dev/null 2>&1; }
 
 # ckptrun. First run: generation 0 is made from `state`; one commit makes
-# generation 1, so every later start restores from a committed copy.
+# generation 1, so every later start restores from a committed copy (one
+# slot, --keep 0: each commit replaces it).
 mkdir ck && cp ref ck/state && cd ck
 "$ckptrun" --mode self --ckpt state --job-ckpt-exit 17 --keep 0 -- sh -c 'touch state; exit 17' || [ $? = 85 ]
 sync
@@ -121,7 +122,8 @@ for cmd, (_, codes) in sh.items():
         sys.exit(f"bench-commit: `{cmd}` exited {sorted(codes)}")
 
 # Per-run split from ckptrun's own log (ms timestamps): commit is
-# "job exited 17" -> "committed", pruning "committed" -> "removed".
+# "job exited 17" -> "committed" (the archive written, fsync'd, renamed
+# over its slot; there is nothing to prune: the slot is replaced).
 line = re.compile(r"^(\S+)Z ckptrun\[(\d+)\]: (.*)$")
 def split(path):
     runs_ = {}
@@ -131,18 +133,16 @@ def split(path):
             continue
         t = datetime.fromisoformat(m[1]).timestamp() * 1e3
         runs_.setdefault(m[2], []).append((t, m[3]))
-    commit, prune, both = [], [], []
+    commit = []
     for events in runs_.values():
         at = lambda p: next((t for t, msg in events if msg.startswith(p)), None)
-        e, c, r = at("job exited 17"), at("committed "), at("removed ")
-        if e is None or c is None or r is None:
-            sys.exit(f"bench-commit: a run in {path} did not commit and prune")
+        e, c = at("job exited 17"), at("committed generation ")
+        if e is None or c is None:
+            sys.exit(f"bench-commit: a run in {path} did not commit")
         commit.append(c - e)
-        prune.append(r - c)
-        both.append(r - e)
-    return commit[-runs:], prune[-runs:], both[-runs:]
-touch_commit, touch_prune, _ = split("touch.log")
-rewrite_commit, rewrite_prune, rewrite_both = split("rewrite.log")
+    return commit[-runs:]
+touch_commit = split("touch.log")
+rewrite_commit = split("rewrite.log")
 
 med = statistics.median
 def row(op, tool, t, base):
@@ -151,9 +151,7 @@ def row(op, tool, t, base):
     ratio = f"{med(t) / med(base):.2f}" if base and med(base) >= 1 else "—"
     print(f"| {op} | {tool} | {med(t):.0f} | {min(t):.0f}–{max(t):.0f} | {ratio} |")
 
-# A shell `mv state state.atomic` also frees the old state.atomic: its
-# like in ckptrun is commit + prune (--keep 0), the base of commit ratios.
-r, c = restore[0], rewrite_both
+r, c = restore[0], rewrite_commit
 print("| operation | tool | median ms | min–max | ratio vs ckptrun |")
 print("|---|---|---|---|---|")
 row("exec only (no checkpoint)", "`ckptrun --mode init -- true`", init, None)
@@ -162,12 +160,10 @@ row("restore", "`cp state.atomic state`", sh["cp state.atomic state"][0], r)
 row("restore", "`cp --reflink=auto state.atomic state`", sh["cp --reflink=auto state.atomic state"][0], r)
 row("restore, durable", "`cp state.atomic state.tmp && sync state.tmp && mv state.tmp state && sync .`",
     sh["sh -c 'cp state.atomic state.tmp && sync state.tmp && mv state.tmp state && sync .'"][0], r)
-row("commit + prune, job rewrote 1 GiB (log split)", "ckptrun: fsync, renames into the store, old generation removed", c, c)
-row("commit alone, job rewrote 1 GiB (log split)", "ckptrun: fsync + renames", rewrite_commit, c)
-row("prune alone, job rewrote 1 GiB (log split)", "ckptrun `--keep 0`: the previous generation removed", rewrite_prune, c)
-row("commit alone, job only touched `state` (log split)", "ckptrun", touch_commit, c)
-row("whole run: restore + `touch` + commit + prune (wall)", "`ckptrun ... -- sh -c 'touch state; exit 17'`", touch[0], None)
-row("whole run: restore + `dd` 1 GiB + commit + prune (wall)", "`ckptrun ... -- sh -c 'dd ... of=state conv=notrunc; exit 17'`", rewrite[0], None)
+row("commit, job rewrote 1 GiB (log split)", "ckptrun: archive written (copy_file_range), fsync'd, renamed over its slot", c, c)
+row("commit, job only touched `state` (log split)", "ckptrun", touch_commit, c)
+row("whole run: restore + `touch` + commit (wall)", "`ckptrun ... -- sh -c 'touch state; exit 17'`", touch[0], None)
+row("whole run: restore + `dd` 1 GiB + commit (wall)", "`ckptrun ... -- sh -c 'dd ... of=state conv=notrunc; exit 17'`", rewrite[0], None)
 row("commit (not durable)", "`mv state state.atomic`", sh["mv state state.atomic"][0], c)
 row("commit, durable", "`sync state && mv state state.atomic && sync .`",
     sh["sh -c 'sync state && mv state state.atomic && sync .'"][0], c)
@@ -177,7 +173,7 @@ row("commit, job keeps running, durable", "`cp state state.new && sync state.new
     sh["sh -c 'cp state state.new && sync state.new && mv state.new state.atomic && sync .'"][0], c)
 print()
 print(f"ckptrun restore alone, wall less `--mode init -- true`: {med(r) - med(init):.0f} ms (medians). "
-      "Restore ratios are against ckptrun's restore + exec; commit ratios against ckptrun's commit + prune "
-      "of a rewritten 1 GiB (job exited 17 -> removed, per run). "
+      "Restore ratios are against ckptrun's restore + exec; commit ratios against ckptrun's commit "
+      "of a rewritten 1 GiB (job exited 17 -> committed, per run). "
       "Log splits have 1 ms resolution.")
 PY

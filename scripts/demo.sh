@@ -13,6 +13,8 @@ scripts/setup.sh
 CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
 cargo build --release --locked --quiet --example condor_job --example self_job --example fake_dmtcp --example dmtcp_job
 bin="$PWD/target/x86_64-unknown-linux-musl/release"
+# The condor stand-in says where it checkpointed and resumed.
+export CONDOR_JOB_VERBOSE=1
 work=$(mktemp -d /tmp/ckptrun-demo.XXXXXX)
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

@@ -3,7 +3,7 @@
 # fresh Debian machine with rustup: the musl targets, rust-src (the release
 # build rebuilds std from it: scripts/build-release.sh), util-linux (setarch,
 # unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini
-# (with tini-static), dumb-init and catatonit.
+# (with tini-static), dumb-init, catatonit and procps (pgrep).
 # Usage: scripts/setup.sh [--bench]
 set -euo pipefail
 
@@ -24,6 +24,7 @@ if [ "${1:-}" = "--bench" ]; then
     command -v tini >/dev/null || packages+=(tini)
     command -v dumb-init >/dev/null || packages+=(dumb-init)
     command -v catatonit >/dev/null || packages+=(catatonit)
+    command -v pgrep >/dev/null || packages+=(procps)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
     sudo=""

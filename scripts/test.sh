@@ -5,11 +5,70 @@
 # the job started) and, for the tests that say so, against the shipped
 # builds (tests/common: ckptrun_release); plus clippy and rustfmt.
 # Needs root (or CAP_SYS_ADMIN) for the PID-namespace test, as CI has.
+#
+# The end-to-end tests (tests/htcondor.rs) run in a real HTCondor pool
+# that this script starts with ../shared/tools/htcondor-pool.sh
+# (HTCONDOR_POOL_SCRIPT to use another copy) in a directory and on a
+# port of its own, and stops whatever happens. Without a pool they are
+# skipped, saying so; with CI set, a pool that cannot start is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 CARGO_BUILD_OPTS=--locked scripts/build-release.sh
 ls -l target/*/release/ckptrun
+
+pool_script=${HTCONDOR_POOL_SCRIPT:-$PWD/../shared/tools/htcondor-pool.sh}
+pool_dir=/tmp/ckptrun-test-pool.$$
+stop_pool() {
+    if [ -d "$pool_dir" ]; then
+        if "$pool_script" stop "$pool_dir"; then
+            rm -rf "$pool_dir"
+        else
+            echo "test.sh: could not stop the pool in $pool_dir" >&2
+        fi
+    fi
+}
+trap stop_pool EXIT
+trap 'exit 130' INT TERM HUP
+
+# A collector port nobody listens on; another if one is taken meanwhile
+# (the script refuses a port in use). Sets pool_env, or why not.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+start_pool() {
+    local port tries=0 log=$pool_dir.log
+    [ -x "$pool_script" ] || { why="no $pool_script"; return 1; }
+    [ "$(id -u)" = 0 ] || { why="it needs root"; return 1; }
+    port=$((20000 + $$ % 20000))
+    while [ $tries -lt 5 ]; do
+        while ! port_free "$port"; do port=$((port + 1)); done
+        # 8 cpus: the jobs mostly sleep, and run side by side.
+        if pool_env=$(COLLECTOR_PORT=$port NUM_CPUS=8 "$pool_script" start "$pool_dir" 2>"$log"); then
+            rm -f "$log"
+            echo "test.sh: HTCondor pool for tests/htcondor.rs in $pool_dir, collector 127.0.0.1:$port"
+            return 0
+        fi
+        why=$(tail -1 "$log")
+        [ -n "$why" ] || why="$pool_script start failed"
+        rm -f "$log"
+        case "$why" in *"is in use"*) ;; *) return 1;; esac
+        port=$((port + 1)); tries=$((tries + 1))
+    done
+    return 1
+}
+skipped=""
+if start_pool; then
+    eval "$pool_env"
+    export HTCONDOR_TEST_POOL=$pool_dir
+elif [ -n "${CI:-}" ]; then
+    echo "test.sh: CI is set and the HTCondor pool did not start: $why" >&2
+    exit 1
+else
+    skipped="test.sh: HTCondor end-to-end tests (tests/htcondor.rs) SKIPPED: the pool did not start: $why"
+    echo "$skipped" >&2
+fi
+
 cargo test --locked
+stop_pool
 cargo clippy --locked --all-targets -- -D warnings
 cargo fmt --check
+if [ -n "$skipped" ]; then echo "$skipped" >&2; fi

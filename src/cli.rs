@@ -11,6 +11,7 @@ use crate::error::{Error, RESERVED_CODES};
 use crate::jobad::JobAd;
 use crate::log::Log;
 use crate::personality::{ArchChoice, Flags};
+use crate::protocol::Verdict;
 use crate::signals;
 use crate::supervise::Supervision;
 use crate::sys::Sig;
@@ -35,12 +36,16 @@ atomically and durably to the store, and exits 85. Before each start,
 every PATH is replaced by a private copy of the last committed
 checkpoint, so a torn one is never used.
 
-With --mode dmtcp, PROGRAM is any program, checkpointed by DMTCP (4.x):
+With --mode dmtcp, PROGRAM is any program, checkpointed by DMTCP (4.2):
 ckptrun starts a private dmtcp_coordinator, runs PROGRAM under
 dmtcp_launch (or dmtcp_restart from the last committed images), and on
-eviction (SIGTERM, SIGINT, the job ad's KillSig) takes a checkpoint,
-waits until it is complete, ends the computation and the coordinator,
-commits the images atomically to the store, and exits 85.
+eviction (SIGTERM, SIGINT, the job ad's KillSig) has DMTCP checkpoint and
+kill the computation, waits until the images are complete, commits them
+atomically to the store, and exits 85.
+
+Self and dmtcp mode keep each committed generation as one file at the
+top of the sandbox (--store NAME: NAME.0, NAME.1, ...), which is what
+HTCondor uploads on eviction and on exit 85.
 
 With --mode init, ckptrun is only a minimal init (as tini): no
 personality, no arguments added, signals and exit status passed on
@@ -59,9 +64,10 @@ Options for every checkpointing mode:
       --exit-by-signal SIG
                           after a checkpoint, die by SIG (no core dump)
                           instead of exiting with the code
-      --interval SECS     ask for a checkpoint SECS after the job started
-                          (self, dmtcp: after the last checkpoint completed;
-                          dmtcp: the job keeps running)
+      --interval SECS     ask for a checkpoint SECS after the job started,
+                          and exit 85 once it is committed (self with
+                          --ckpt-continue, condor and dmtcp with
+                          --interval-continue: every SECS, running on)
       --ckpt-timeout SECS a job that does not answer a request within SECS
                           is logged, and killed if it was to exit (exit 124;
                           dmtcp: any checkpoint not complete in SECS)
@@ -79,16 +85,19 @@ Options for --mode condor:
                           if the kernel refuses personality(), warn and run
       --interval-continue with --interval: send SIGUSR2 every SECS instead
                           of SIGTSTP; the job checkpoints and keeps running
+                          (dmtcp: checkpoint every SECS, the job running on)
 
 Options for --mode self and --mode dmtcp:
-      --store DIR         where committed checkpoints are kept, one directory
-                          per generation [default: ckptrun.store]; list it
-                          in transfer_checkpoint_files
+      --store NAME        committed checkpoints, one file per generation:
+                          NAME.0 .. NAME.N [default: ckptrun.store]
       --keep N            older generations kept [default: 1]
 
 Options for --mode dmtcp:
       --dmtcp-dir DIR     where dmtcp_launch, dmtcp_coordinator, dmtcp_command
                           and dmtcp_restart are, if not in ./ [then: PATH]
+      --images-dir DIR    where DMTCP writes images before ckptrun commits
+                          them; must be the same path on every node, as
+                          DMTCP records it [default: /tmp]
 
 Options for --mode self:
       --job-ckpt-exit N   the job's own exit code after a checkpoint
@@ -227,6 +236,11 @@ pub struct Config {
     pub stderr: Option<OsString>,
     /// --mode dmtcp: where the DMTCP tools are, after ./ and before PATH.
     pub dmtcp_dir: Option<OsString>,
+    /// --mode dmtcp: where DMTCP writes images (a directory per store).
+    pub images_dir: OsString,
+    /// Under HTCondor: the names the job's input files and executable
+    /// have in the sandbox (job ad: TransferInput, Cmd).
+    pub sandbox_inputs: Vec<OsString>,
     // --mode self
     pub store: OsString,
     pub keep: u32,
@@ -276,6 +290,8 @@ impl Default for Config {
             stdout: None,
             stderr: None,
             dmtcp_dir: None,
+            images_dir: "/tmp".into(),
+            sandbox_inputs: Vec::new(),
             store: "ckptrun.store".into(),
             keep: 1,
             job_ckpt_exit: None,
@@ -294,6 +310,15 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Whether ckptrun ending so tells HTCondor "checkpointed: transfer
+    /// and restart me" rather than the job's end.
+    pub fn is_checkpoint(&self, verdict: Verdict) -> bool {
+        match verdict {
+            Verdict::Exit(code) => code == self.ckpt_exit_code,
+            Verdict::Signal(sig) => Some(sig) == self.exit_by_signal,
+        }
+    }
+
     /// Which of setarch's -R, -L, -B the job gets.
     pub fn personality_flags(&self) -> Flags {
         Flags {
@@ -316,6 +341,14 @@ impl Config {
     /// said otherwise: the checkpoint code or signal, the eviction and
     /// checkpoint signals, and the eviction's time budget.
     pub fn apply_job_ad(&mut self, ad: &JobAd, log: &Log) {
+        use std::os::unix::ffi::OsStrExt;
+        let inputs = [&ad.transfer_input, &ad.executable];
+        self.sandbox_inputs = inputs
+            .into_iter()
+            .flatten()
+            .flat_map(|list| crate::jobad::top_names(list))
+            .map(|name| std::ffi::OsStr::from_bytes(name).to_os_string())
+            .collect();
         let explicit = |name: &str| self.explicit.contains(&name);
         let by_code = explicit("ckpt-exit-code");
         if let Some(code) = ad.exit_code
@@ -382,7 +415,7 @@ const ALL: u8 = C | S | I | D;
 /// `CKPTRUN_` + the long name in capitals with `_` for `-` (see
 /// `env_name`). Repeatable options collect every value; for the others
 /// the last wins.
-const OPTIONS: [(&str, Option<char>, bool, u8); 33] = [
+const OPTIONS: [(&str, Option<char>, bool, u8); 34] = [
     ("mode", None, true, ALL),
     ("ckpt", Some('c'), true, C | S),
     ("ckpt-exit-code", None, true, C | S | D),
@@ -394,7 +427,7 @@ const OPTIONS: [(&str, Option<char>, bool, u8); 33] = [
     ("personality-optional", None, false, C),
     ("map", None, true, ALL),
     ("interval", None, true, C | S | D),
-    ("interval-continue", None, false, C),
+    ("interval-continue", None, false, C | D),
     ("store", None, true, S | D),
     ("keep", None, true, S | D),
     ("job-ckpt-exit", None, true, S),
@@ -405,6 +438,7 @@ const OPTIONS: [(&str, Option<char>, bool, u8); 33] = [
     ("restart-arg", None, true, S),
     ("restart-grace", None, true, S),
     ("dmtcp-dir", None, true, D),
+    ("images-dir", None, true, D),
     ("stdin", None, true, ALL),
     ("stdout", None, true, ALL),
     ("stderr", None, true, ALL),
@@ -729,6 +763,7 @@ fn set(
         "stdout" => config.stdout = Some(path()?),
         "stderr" => config.stderr = Some(path()?),
         "dmtcp-dir" => config.dmtcp_dir = Some(path()?),
+        "images-dir" => config.images_dir = path()?,
         "kill-after" => config.kill_after = Some(duration(&text()?, from)?),
         "verbose" => config.verbose = true,
         "log" => config.log = Some(path()?),

@@ -63,12 +63,7 @@ impl Condor {
     /// Looks at FILE and decides how the job starts; returns the protocol
     /// and the arguments to append to the job's own.
     pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
-        let path = config
-            .ckpt
-            .last()
-            .cloned()
-            .unwrap_or_else(|| CkptFile::default_for(&config.program));
-        let ckpt = CkptFile::new(path)?;
+        let ckpt = CkptFile::new(ckpt_path(config))?;
         let found = ckpt.prepare(log)?;
         let file = ckpt.path.clone();
         let extra: Vec<OsString> = match found {
@@ -122,6 +117,15 @@ impl Condor {
         };
         Ok((protocol, extra))
     }
+}
+
+/// The checkpoint file: the last --ckpt, else PROGRAM as given + `.ckpt`.
+pub fn ckpt_path(config: &Config) -> OsString {
+    config
+        .ckpt
+        .last()
+        .cloned()
+        .unwrap_or_else(|| CkptFile::default_for(&config.program))
 }
 
 /// Holds a checkpoint request while the job, just started, has no handler

@@ -24,8 +24,8 @@ const HOST: &str = "127.0.0.1";
 /// How long a coordinator may take to write its port file.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The port file, in the store (a scratch name).
-pub const PORT_FILE: &CStr = c".coordinator-port";
+/// The port file, in the store's scratch directory.
+pub const PORT_FILE: &CStr = c"coordinator-port";
 
 /// The four tools, as found.
 pub struct Tools {
@@ -46,6 +46,47 @@ impl Tools {
             command: find("dmtcp_command")?,
             restart: find("dmtcp_restart")?,
         })
+    }
+
+    /// Checks that the tools come with the rest of their install tree:
+    /// dmtcp_launch looks for its libraries in `../lib/dmtcp` (or
+    /// `../lib64/dmtcp`) beside its own directory, and dmtcp_restart for
+    /// `mtcp_restart` beside itself. Without them dmtcp_launch runs the
+    /// program unprotected, saying only that a library could not be
+    /// preloaded; ckptrun never starts a job it could not checkpoint.
+    pub fn check_install(&self) -> Result<(), Error> {
+        let real = |tool: &Path| {
+            tool.canonicalize()
+                .map_err(|e| Error::usage(tool.display(), e))
+        };
+        let launch = real(&self.launch)?;
+        let install = launch
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("/"));
+        let libs = ["lib/dmtcp", "lib64/dmtcp"].map(|d| install.join(d).join("libdmtcp.so"));
+        if !libs.iter().any(|lib| lib.is_file()) {
+            return Err(Error::usage(
+                self.launch.display(),
+                format_args!(
+                    "DMTCP's libraries are not beside it (no {}): it would run the job \
+                     unprotected; transfer the whole install tree (bin/ and lib/), not the tools alone",
+                    libs[0].display()
+                ),
+            ));
+        }
+        let restart = real(&self.restart)?;
+        let mtcp = restart.with_file_name("mtcp_restart");
+        if !mtcp.is_file() {
+            return Err(Error::usage(
+                self.restart.display(),
+                format_args!(
+                    "{} is missing: it could not restart a checkpoint; transfer the whole install tree",
+                    mtcp.display()
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -84,15 +125,15 @@ impl Coordinator {
     /// Starts `dmtcp_coordinator --coord-port 0 --port-file F
     /// --exit-on-last --daemon --ckptdir IMAGES` and waits, at most
     /// START_TIMEOUT and without fixed sleeps, until it has written its
-    /// port and the process started has detached. `store` is the open
-    /// store, `store_at` its absolute path (the coordinator may change
+    /// port and the process started has detached. `scratch` is the
+    /// store's open scratch directory, `scratch_at` its absolute path (the coordinator may change
     /// directory when it detaches). `children` lists ckptrun's children
     /// before it started anything (see `Children`).
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         tool: &Path,
-        store: BorrowedFd,
-        store_at: &Path,
+        scratch: BorrowedFd,
+        scratch_at: &Path,
         images_at: &Path,
         children: &Children,
         inherited: &Inherited,
@@ -100,16 +141,19 @@ impl Coordinator {
     ) -> Result<Self, Error> {
         let shown = tool.display();
         let fail = |why: &dyn std::fmt::Display| Error::usage(&shown, why);
-        let port_file = store_at.join(OsStr::from_bytes(PORT_FILE.to_bytes()));
-        let store_id = identity(store);
+        let port_file = scratch_at.join(OsStr::from_bytes(PORT_FILE.to_bytes()));
+        let store_id = identity(scratch);
         if children.listable() {
             end_stale(store_id, log);
         }
-        match rustix::fs::unlinkat(store, PORT_FILE, rustix::fs::AtFlags::empty()) {
+        match rustix::fs::unlinkat(scratch, PORT_FILE, rustix::fs::AtFlags::empty()) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-            Err(e) => return Err(Error::os(store_at.join(".coordinator-port").display(), e)),
+            Err(e) => return Err(Error::os(port_file.display(), e)),
         }
         let args: Vec<OsString> = vec![
+            // Its notes and warnings would land in HTCondor's error file.
+            "--quiet".into(),
+            "--quiet".into(),
             "--coord-port".into(),
             "0".into(),
             "--port-file".into(),
@@ -144,7 +188,7 @@ impl Coordinator {
                 }
             }
             if port.is_none() {
-                port = read_port(store);
+                port = read_port(scratch);
             }
             let now = Instant::now();
             if port.is_some() && (!launcher_running || now >= give_up) {
@@ -198,14 +242,21 @@ impl Coordinator {
         ]
     }
 
-    /// `dmtcp_command --coord-host H --coord-port P VERB`, ready to spawn.
-    pub fn command(&self, tool: &Path, verb: &str) -> Result<spawn::Command, Error> {
+    /// `dmtcp_command --coord-host H --coord-port P VERB...`, ready to
+    /// spawn; its standard output into `capture` if given.
+    pub fn command(
+        &self,
+        tool: &Path,
+        verbs: &[&str],
+        capture: Option<std::os::fd::OwnedFd>,
+    ) -> Result<spawn::Command, Error> {
         let mut args = self.address().to_vec();
-        args.push(verb.into());
-        Ok(
-            spawn::Command::new(tool, OsStr::new("dmtcp_command"), &args, &[])?
-                .with_stdio(Stdio::helper()?),
-        )
+        args.extend(verbs.iter().map(OsString::from));
+        let stdio = match capture {
+            Some(out) => Stdio::capture(out)?,
+            None => Stdio::helper()?,
+        };
+        Ok(spawn::Command::new(tool, OsStr::new("dmtcp_command"), &args, &[])?.with_stdio(stdio))
     }
 }
 
@@ -233,25 +284,27 @@ fn end_stale(store_id: Option<(u64, u64)>, log: &Log) {
     }
 }
 
-/// (device, inode) of the open store.
-fn identity(store: BorrowedFd) -> Option<(u64, u64)> {
-    let st = rustix::fs::fstat(store).ok()?;
+/// (device, inode) of the open scratch directory.
+fn identity(scratch: BorrowedFd) -> Option<(u64, u64)> {
+    let st = rustix::fs::fstat(scratch).ok()?;
     Some((st.st_dev, st.st_ino))
 }
 
 /// Whether `pid` is a dmtcp_coordinator whose `--port-file` is in the
-/// store `store_id`. Allocates: before the job starts only.
+/// store `store_id`. DMTCP 4.2.0's coordinator overwrites its argv[0]
+/// (` -p7779`) and its name (`dmtcp_coor:7779`), so it is known by the
+/// program it runs; the arguments after argv[0] are left as they were.
+/// Allocates: before the job starts only.
 fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
     let Some(store_id) = store_id else {
         return false;
     };
+    let is_coordinator = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .is_ok_and(|exe| exe.file_name() == Some(OsStr::new("dmtcp_coordinator")));
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
-    let mut args = cmdline.split(|&b| b == 0);
-    let is_coordinator = args
-        .next()
-        .is_some_and(|argv0| Path::new(OsStr::from_bytes(argv0)).ends_with("dmtcp_coordinator"));
+    let args = cmdline.split(|&b| b == 0);
     let Some(port_file) = args.skip_while(|&a| a != b"--port-file").nth(1) else {
         return false;
     };
@@ -265,9 +318,9 @@ fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
 }
 
 /// The port the coordinator wrote, once the file holds one.
-fn read_port(store: BorrowedFd) -> Option<u16> {
+fn read_port(scratch: BorrowedFd) -> Option<u16> {
     let fd = rustix::fs::openat(
-        store,
+        scratch,
         PORT_FILE,
         OFlags::RDONLY | OFlags::CLOEXEC,
         Mode::empty(),

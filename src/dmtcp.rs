@@ -1,74 +1,103 @@
 //! `--mode dmtcp`: an unmodified program, checkpointed by DMTCP, under
-//! HTCondor (PROTOCOLS.md §3). ckptrun replaces the `shim_dmtcp` script:
+//! HTCondor (PROTOCOLS.md §3 and §5). ckptrun replaces the `shim_dmtcp`
+//! script:
 //!
-//! - Plan: find the tools, open the store, start a private coordinator,
-//!   and run the job as `dmtcp_launch ... PROGRAM ARG...`, or as
-//!   `dmtcp_restart ... IMAGE...` when the store holds a committed
-//!   checkpoint (generation 1 or later).
-//! - DMTCP writes its images into the store's scratch directory
-//!   `.images`. A checkpoint is complete when the coordinator has written
-//!   the restart script (`dmtcp_restart_script.sh`, which it writes after
-//!   every image) and no image is still a `.temp`; DMTCP 4.2.0's
-//!   `--bcheckpoint` returns before that, so ckptrun looks.
+//! - Plan: find the tools (and their libraries), open the store, start a
+//!   private coordinator, and run the job as `dmtcp_launch ... PROGRAM
+//!   ARG...`, or as `dmtcp_restart ... IMAGE...` when the store holds a
+//!   committed checkpoint (generation 1 or later). Then make sure the job
+//!   is really under DMTCP: the coordinator must see it (`--status`), or
+//!   the whole restart, within a time limit.
+//! - DMTCP writes images into the images directory, `DIR/ckptrun.ID`
+//!   (`--images-dir DIR`, default /tmp; ID is the store's). It must be a
+//!   real directory at a path that is the same on every node: DMTCP saves
+//!   copies of some files (open but deleted ones; as root, glibc's
+//!   gconv-modules.cache) beside the images and records them by absolute
+//!   path, and a restarted process records its checkpoint directory with
+//!   symlinks resolved. Before a restart, those copies are put back there.
+//! - A checkpoint is complete when the coordinator has written its
+//!   restart script (after every image) and no image is still a `.temp`;
+//!   DMTCP 4.2.0's `dmtcp_command` returns before that, so ckptrun looks.
 //! - Eviction (SIGTERM, SIGINT as in the shim's submit files, the job
-//!   ad's KillSig and CheckpointSig): request a checkpoint, wait until it
-//!   is complete (within the eviction budget, if there is one), end the
-//!   computation (`dmtcp_command --quit`, SIGKILL to its process group if
-//!   it lingers), commit `.images` as the next generation, exit 85.
-//! - `--interval`: the same checkpoint, committed while the job runs on.
+//!   ad's KillSig and CheckpointSig) and `--interval`: `--kcheckpoint`
+//!   (checkpoint, then kill the computation, so that nothing it writes
+//!   after the checkpoint is written again after the restart), wait until
+//!   it is complete (within the eviction budget, if there is one), commit
+//!   the images as the next generation, exit 85. `--interval-continue`:
+//!   `--bcheckpoint` every SECS, committed while the job runs on.
 //! - The job's own end is passed on as condor mode does. Whatever is
 //!   left of its process group, the coordinator and the helpers are
 //!   ended before ckptrun exits.
 
-use std::ffi::{CStr, OsString};
+use std::ffi::{CStr, OsStr, OsString};
+use std::io::Read;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{AtFlags, FileType, RawDir, SeekFrom};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, SeekFrom};
 
+use crate::archive::{self, Bad};
 use crate::cli::Config;
 use crate::coordinator::{self, Children, Coordinator, Tools};
-use crate::error::{COMMIT_FAILED, Error, NO_ANSWER};
+use crate::error::{COMMIT_FAILED, Error, LAUNCHER_FAILED, NO_ANSWER};
 use crate::log::Log;
 use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::signals::{Inherited, Name};
 use crate::spawn;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::supervise;
 use crate::sys::{self, Pid, Sig};
+use crate::tree;
 
-/// Where DMTCP writes images: a scratch directory of the store.
-const IMAGES: &CStr = c".images";
 /// The last thing the coordinator writes for a checkpoint.
 const RESTART_SCRIPT: &CStr = c"dmtcp_restart_script.sh";
 
-/// How often `.images` is looked at while a checkpoint is under way.
+/// dmtcp_restart's own failures, and a restart that did not complete.
+pub const RESTART_FAILED: u8 = 99;
+
+/// How often the images directory is looked at while a checkpoint is
+/// under way.
 const POLL: Duration = Duration::from_millis(10);
-/// A request `dmtcp_command` could not make (the job has not joined the
-/// coordinator yet, say) is made again this much later: until the
-/// request's time limit, or without one MAX_TRIES times.
+/// A request that shows no sign of taking effect (the job has not joined
+/// the coordinator yet: a slow restart, say) is made again, first after
+/// RETRY, then twice as long each time, at most RETRY_MAX. Asking again
+/// is harmless: the coordinator refuses a checkpoint while one is under
+/// way. Without a time limit, a request that never takes is given up
+/// after GIVE_UP.
 const RETRY: Duration = Duration::from_millis(100);
-const MAX_TRIES: u32 = 50;
+const RETRY_MAX: Duration = Duration::from_secs(1);
+const GIVE_UP: Duration = Duration::from_secs(30);
 /// How long the coordinator and the helpers have to exit at the end
 /// before they are killed.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 /// How long a coordinator has to exit by itself once the job has ended
 /// (`--exit-on-last`) before it is told to `--quit`.
 const EXIT_ON_LAST: Duration = Duration::from_millis(200);
-/// How long `dmtcp_command --quit` has to end a checkpointed computation
-/// before ckptrun SIGKILLs it.
-const QUIT_GRACE: Duration = Duration::from_secs(1);
+/// How long a computation DMTCP was told to kill after its checkpoint
+/// may take to go before ckptrun SIGKILLs it.
+const QUIT_GRACE: Duration = Duration::from_secs(2);
+/// How long a job may take to join the coordinator after dmtcp_launch,
+/// and a restart to complete (every image restored, the computation
+/// running), before ckptrun gives up on it.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
+const RESTART_TIMEOUT: Duration = Duration::from_secs(300);
+/// How often the coordinator is asked about the job meanwhile.
+const PROBE: Duration = Duration::from_millis(50);
 
 pub struct Dmtcp<'a> {
     inherited: &'a Inherited,
     log: &'a Log,
     store: Store,
-    /// `.images`, open (made anew after each commit; `None` if that
-    /// failed, until the next request makes it again).
-    images: Option<OwnedFd>,
+    /// Where DMTCP writes images, open, and its path.
+    images: OwnedFd,
+    images_at: PathBuf,
+    /// ckptrun's working directory, recorded with each generation.
+    cwd: PathBuf,
+    /// `--stdout` and `--stderr`, whose sizes each generation records.
+    outputs: [Option<OwnedFd>; 2],
     /// ckptrun's children, told apart from those it was started with.
     children: Children,
     /// The `dmtcp_command`s running.
@@ -77,10 +106,14 @@ pub struct Dmtcp<'a> {
     coordinator: Option<Pid>,
     /// Its pid could not be told: only `--quit` ends it.
     coordinator_unknown: bool,
-    /// `dmtcp_command --bcheckpoint` and `--quit`, built before the job
-    /// starts.
-    request: spawn::Command,
+    /// `dmtcp_command --kcheckpoint`, `--bcheckpoint`, `--quit` and
+    /// `--status`, built before the job starts.
+    kill_request: spawn::Command,
+    keep_request: spawn::Command,
     quit: spawn::Command,
+    status: spawn::Command,
+    /// What `--status` prints, read here.
+    status_out: OwnedFd,
     /// The `--quit` helper, once started (it is sent once).
     quitting: Option<Pid>,
     /// `--quit` was tried (whether or not it could be started).
@@ -91,48 +124,74 @@ pub struct Dmtcp<'a> {
     code: u8,
     by_signal: Option<Sig>,
     interval: Option<Duration>,
+    /// `--interval-continue`: periodic checkpoints keep the job running.
+    keep_running: bool,
     next_tick: Option<Instant>,
     /// How long a checkpoint may take: --ckpt-timeout; for an eviction,
     /// else the job ad's JobMaxVacateTime less 10%.
     timeout: Option<Duration>,
     evict_timeout: Option<Duration>,
     pending: Option<Pending>,
+    /// The launch or restart, until the coordinator has seen it through.
+    check: Option<Check>,
     outcome: Outcome,
-    /// When a computation told to quit is killed.
+    /// When a computation DMTCP was told to kill is killed.
     kill_at: Option<Instant>,
     /// The job has ended: the coordinator is expected to go.
     job_ended: bool,
+    /// The images directory holds a checkpoint that could not be
+    /// committed: it is left for the user.
+    keep_images: bool,
 }
 
 /// A checkpoint requested and not yet complete.
 #[derive(Clone, Copy)]
 struct Pending {
-    /// Evicted: end the computation once it is complete.
+    /// "Checkpoint and exit": the computation ends with it.
     exit: bool,
+    /// The request sent asks DMTCP to kill the computation once it is
+    /// checkpointed (--kcheckpoint; else --bcheckpoint, and an eviction
+    /// came while it was under way).
+    kills: bool,
     deadline: Option<Instant>,
+    asked: Instant,
     /// The `dmtcp_command` making the request, while it runs.
     requester: Option<Pid>,
     tries: u32,
-    /// When to make the request again (it failed).
-    retry_at: Option<Instant>,
+    /// When to make the request again, until it shows in the images.
+    again_at: Option<Instant>,
     next_poll: Instant,
+}
+
+/// The job was started; the coordinator has not yet seen it through.
+#[derive(Clone, Copy)]
+struct Check {
+    /// A restart of this many images (else a launch).
+    restart: Option<usize>,
+    limit: Duration,
+    deadline: Instant,
+    next_probe: Instant,
+    /// The `--status` helper, while it runs.
+    probe: Option<Pid>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Outcome {
     Running,
-    /// The eviction's checkpoint is complete; the computation is being
-    /// ended.
+    /// The eviction's checkpoint is complete; the computation is ending.
     Checkpointed,
     /// The eviction's checkpoint was not complete in time, or could not
     /// be requested; the computation is being ended.
     NotCheckpointed,
+    /// The job never came under DMTCP, or its restart did not complete:
+    /// ended, and ckptrun exits with this code.
+    Failed(u8),
 }
 
 impl<'a> Dmtcp<'a> {
-    /// Finds the tools, opens the store, starts the coordinator; returns
-    /// the protocol and the command that starts the job (`path` is
-    /// PROGRAM as found).
+    /// Finds the tools, opens the store, prepares the images directory,
+    /// starts the coordinator; returns the protocol and the command that
+    /// starts the job (`path` is PROGRAM as found).
     pub fn plan(
         config: &Config,
         path: &Path,
@@ -140,27 +199,39 @@ impl<'a> Dmtcp<'a> {
         log: &'a Log,
     ) -> Result<(Self, spawn::Command), Error> {
         let tools = Tools::find(config.dmtcp_dir.as_deref(), std::env::var_os("PATH"))?;
+        tools.check_install()?;
         // dmtcp_launch execs PROGRAM only once the coordinator runs; say
         // now, as an exec would, if it cannot.
         crate::program::check_executable(path)?;
         let children = Children::before_start(crate::procfs::is_ours());
         let (store, newest) = Store::open(&config.store, &[], config.keep, log)?;
-        let store_at = absolute(Path::new(&config.store))?;
-        let images_at = store_at.join(std::ffi::OsStr::from_bytes(IMAGES.to_bytes()));
-        let store_error = |f| Error::usage(store_at.display(), f);
-        store.fresh_scratch(IMAGES).map_err(store_error)?;
-        let images = crate::tree::open_dir(store.dir(), IMAGES)
-            .map_err(|e| Error::os(images_at.display(), e))?;
+        let cwd = std::env::current_dir().map_err(|e| Error::usage("the working directory", e))?;
+        let scratch_at = absolute(&store.scratch_path(), &cwd);
+        let outputs = [&config.stdout, &config.stderr].map(|p| {
+            p.as_ref()
+                .and_then(|p| rustix::fs::open(p.as_os_str(), read_flags(), Mode::empty()).ok())
+        });
+
         // Generation 0 is the starting state: no images.
         let restart = match newest.filter(|&g| g >= 1) {
-            Some(g) => Some((g, images_of(&store_at.join(Store::generation_name(g)))?)),
+            Some(g) => Some(Restart::prepare(&store, g, &cwd, &outputs, log)?),
             None => None,
+        };
+        let images_at = match &restart {
+            Some(r) => r.images_at.clone(),
+            None => absolute(Path::new(&config.images_dir), &cwd).join(new_images_name()?),
+        };
+        let images = prepare_images(&images_at)?;
+        let restore_at = scratch_at.join(OsStr::from_bytes(store::RESTORE.to_bytes()));
+        let image_paths = match &restart {
+            Some(r) => r.unpack(&store, images.as_fd(), &restore_at)?,
+            None => Vec::new(),
         };
 
         let coordinator = Coordinator::start(
             &tools.coordinator,
-            store.dir(),
-            &store_at,
+            store.scratch(),
+            &scratch_at,
             &images_at,
             &children,
             inherited,
@@ -179,7 +250,7 @@ impl<'a> Dmtcp<'a> {
             e
         };
         let quit = coordinator
-            .command(&tools.command, "--quit")
+            .command(&tools.command, &["--quit"], None)
             .map_err(|e| stop(e, None))?;
         let ready = (|| {
             let mut args = coordinator.address().to_vec();
@@ -187,18 +258,26 @@ impl<'a> Dmtcp<'a> {
                 "--join-coordinator".into(),
                 "--ckptdir".into(),
                 images_at.clone().into(),
+                // Notes and warnings would land in the job's stderr.
+                "--quiet".into(),
+                "--quiet".into(),
             ]);
             let job = match &restart {
-                Some((g, images)) => {
+                Some(r) => {
                     log.info(format_args!(
-                        "restart from generation {g} of {}: dmtcp_restart",
-                        config.store.display()
+                        "restart from generation {} ({}): dmtcp_restart, {} image(s)",
+                        r.generation,
+                        store.slot_of(r.generation),
+                        image_paths.len()
                     ));
-                    args.extend(images.iter().cloned());
+                    args.extend(image_paths.iter().cloned());
                     spawn::Command::new(&tools.restart, "dmtcp_restart".as_ref(), &args, &[])?
                 }
                 None => {
-                    log.info(format_args!("fresh start: dmtcp_launch"));
+                    log.info(format_args!(
+                        "fresh start: dmtcp_launch, images in {}",
+                        images_at.display()
+                    ));
                     args.push(program_argument(&config.program, path));
                     spawn::Command::new(
                         &tools.launch,
@@ -208,25 +287,44 @@ impl<'a> Dmtcp<'a> {
                     )?
                 }
             };
-            let request = coordinator.command(&tools.command, "--bcheckpoint")?;
-            Ok::<_, Error>((job.dies_with_ckptrun(), request))
+            let kill_request = coordinator.command(&tools.command, &["--kcheckpoint"], None)?;
+            let keep_request = coordinator.command(&tools.command, &["--bcheckpoint"], None)?;
+            let (out, into) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| Error::os("a pipe", e))?;
+            rustix::fs::fcntl_setfl(&out, OFlags::NONBLOCK).map_err(|e| Error::os("a pipe", e))?;
+            let status = coordinator.command(&tools.command, &["--status"], Some(into))?;
+            Ok::<_, Error>((
+                job.dies_with_ckptrun(),
+                kill_request,
+                keep_request,
+                status,
+                out,
+            ))
         })();
-        let (job, request) = ready.map_err(|e| stop(e, Some(&quit)))?;
+        let (job, kill_request, keep_request, status, status_out) =
+            ready.map_err(|e| stop(e, Some(&quit)))?;
 
         let mut evictions = vec![libc::SIGTERM, libc::SIGINT];
         evictions.extend(&config.evict_signals);
         evictions.extend(&config.periodic_signals);
+        let now = Instant::now();
         let protocol = Self {
             inherited,
             log,
             store,
-            images: Some(images),
+            images,
+            images_at,
+            cwd,
+            outputs,
             children,
             helpers: heapless::Vec::new(),
             coordinator: coordinator.pid,
             coordinator_unknown: coordinator.pid.is_none(),
-            request,
+            kill_request,
+            keep_request,
             quit,
+            status,
+            status_out,
             quitting: None,
             quit_tried: false,
             routes: Routes::new(&[], &config.maps),
@@ -234,22 +332,35 @@ impl<'a> Dmtcp<'a> {
             code: config.ckpt_exit_code,
             by_signal: config.exit_by_signal,
             interval: config.interval,
-            next_tick: config.interval.map(|every| Instant::now() + every),
+            keep_running: config.interval_continue,
+            next_tick: config.interval.map(|every| now + every),
             timeout: config.ckpt_timeout,
             evict_timeout: config
                 .ckpt_timeout
                 .or(config.vacate_time.map(protocol::budget)),
             pending: None,
+            check: Some({
+                let limit = match restart {
+                    Some(_) => RESTART_TIMEOUT,
+                    None => JOIN_TIMEOUT,
+                };
+                Check {
+                    restart: restart.map(|_| image_paths.len()),
+                    limit,
+                    deadline: now + limit,
+                    next_probe: now + PROBE,
+                    probe: None,
+                }
+            }),
             outcome: Outcome::Running,
             kill_at: None,
             job_ended: false,
+            keep_images: false,
         };
         Ok((protocol, job))
     }
 
     /// Asks the coordinator for a checkpoint, or joins the one under way.
-    /// With no `.images` to see it in, none is asked for: an eviction then
-    /// ends the computation (124).
     fn ask(&mut self, exit: bool) -> Action {
         let log = self.log;
         let timeout = if exit {
@@ -257,9 +368,12 @@ impl<'a> Dmtcp<'a> {
         } else {
             self.timeout
         };
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let now = Instant::now();
+        let deadline = timeout.map(|t| now + t);
         if let Some(p) = &mut self.pending {
             if exit && !p.exit {
+                // A "keep running" checkpoint is under way: once it is
+                // complete, the computation is ended.
                 log.info(format_args!(
                     "a checkpoint is under way: it will be the eviction's"
                 ));
@@ -268,23 +382,16 @@ impl<'a> Dmtcp<'a> {
             }
             return Action::Drop;
         }
-        if self.images.is_none() {
-            self.images = self.fresh_images();
-        }
-        if self.images.is_none() {
-            if exit {
-                return self.end_computation(Outcome::NotCheckpointed);
-            }
-            self.next_tick = self.interval.map(|every| Instant::now() + every);
-            return Action::Drop;
-        }
+        self.next_tick = None;
         self.pending = Some(Pending {
             exit,
             deadline,
+            asked: now,
+            kills: exit,
             requester: None,
             tries: 0,
-            retry_at: None,
-            next_poll: Instant::now() + POLL,
+            again_at: None,
+            next_poll: now + POLL,
         });
         self.send_request();
         Action::Drop
@@ -294,33 +401,36 @@ impl<'a> Dmtcp<'a> {
         let log = self.log;
         let Some(p) = &mut self.pending else { return };
         p.tries += 1;
-        p.retry_at = None;
-        match spawn::spawn(&self.request, self.inherited, false) {
+        let backoff = RETRY * 2u32.saturating_pow(p.tries.min(8) - 1);
+        p.again_at = Some(Instant::now() + backoff.min(RETRY_MAX));
+        if p.requester.is_some() {
+            return;
+        }
+        let (request, verb) = match p.exit {
+            true => (&self.kill_request, "--kcheckpoint"),
+            false => (&self.keep_request, "--bcheckpoint"),
+        };
+        match spawn::spawn(request, self.inherited, false) {
             Ok(pid) => {
                 p.requester = Some(pid);
                 let _ = self.helpers.push(pid);
                 if p.tries == 1 {
-                    log.info(format_args!(
-                        "checkpoint requested (dmtcp_command --bcheckpoint)"
-                    ));
+                    log.info(format_args!("checkpoint requested (dmtcp_command {verb})"));
                 }
             }
-            Err(e) => {
-                log.warn(format_args!("dmtcp_command: {e}"));
-                p.retry_at = Some(Instant::now() + RETRY);
-            }
+            Err(e) => log.warn(format_args!("dmtcp_command: {e}")),
         }
     }
 
-    /// The eviction's checkpoint is complete, or will not be: end the
-    /// computation. A complete one is DMTCP's to end (`--quit`), with
-    /// SIGKILL as the fallback; one stuck in a checkpoint is killed now.
+    /// The checkpoint to exit with is complete, or will not be: end the
+    /// computation. A complete one DMTCP kills itself (--kcheckpoint),
+    /// with SIGKILL as the fallback; one not complete is killed now.
     fn end_computation(&mut self, outcome: Outcome) -> Action {
+        let kills = self.pending.take().is_some_and(|p| p.kills);
         self.outcome = outcome;
-        self.pending = None;
+        self.check = None;
         self.next_tick = None;
-        self.send_quit();
-        if outcome == Outcome::Checkpointed && self.quitting.is_some() {
+        if outcome == Outcome::Checkpointed && kills {
             self.kill_at = Some(Instant::now() + QUIT_GRACE);
             return Action::Drop;
         }
@@ -347,17 +457,51 @@ impl<'a> Dmtcp<'a> {
         }
     }
 
-    /// Commits `.images` as the next generation. The restart script's
-    /// symlink is left out: DMTCP may make it absolute, into `.images`,
-    /// and it would dangle (the script it names is kept).
-    fn commit(&self) -> Result<u64, crate::store::Failed> {
-        if let Some(images) = &self.images {
-            let _ = rustix::fs::unlinkat(images, RESTART_SCRIPT, AtFlags::empty());
+    /// Commits the images as the next generation, with what a restart
+    /// needs to know; then empties the images directory.
+    fn commit(&mut self) -> Result<u64, store::Failed> {
+        // `images-dir PATH\ncwd PATH\nstdout-size N\nstderr-size N\n`,
+        // on the stack.
+        let mut meta = [0u8; store::META_MAX];
+        let mut len = 0;
+        let mut put = |part: &[u8]| -> Result<(), store::Failed> {
+            let to =
+                meta.get_mut(len..len + part.len())
+                    .ok_or(store::at("describe the generation")(
+                        rustix::io::Errno::NAMETOOLONG,
+                    ))?;
+            to.copy_from_slice(part);
+            len += part.len();
+            Ok(())
+        };
+        put(b"images-dir ")?;
+        put(self.images_at.as_os_str().as_bytes())?;
+        put(b"\ncwd ")?;
+        put(self.cwd.as_os_str().as_bytes())?;
+        put(b"\n")?;
+        for (key, fd) in [&b"stdout-size "[..], b"stderr-size "]
+            .iter()
+            .zip(&self.outputs)
+        {
+            if let Some(size) = fd.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
+                let mut digits = [0u8; 20];
+                put(key)?;
+                put(decimal(&mut digits, size.st_size as u64))?;
+                put(b"\n")?;
+            }
         }
-        self.store.adopt(IMAGES, self.log)
+        let done = self
+            .store
+            .commit_dir(self.images.as_fd(), &meta[..len], self.log);
+        match done {
+            Ok(_) => empty(self.images.as_fd()).map_err(store::at("empty the images directory"))?,
+            Err(_) => self.keep_images = true,
+        }
+        done
     }
 
-    /// A periodic checkpoint is complete: commit it while the job runs on.
+    /// A "keep running" checkpoint is complete: commit it while the job
+    /// runs on.
     fn commit_periodic(&mut self) {
         let log = self.log;
         self.pending = None;
@@ -367,30 +511,79 @@ impl<'a> Dmtcp<'a> {
                 "{}: commit failed: {f}; the last commit is kept",
                 self.store.shown.display()
             ));
+            // The next checkpoint overwrites what this one left.
+            self.keep_images = false;
+            let _ = empty(self.images.as_fd());
         }
-        self.images = self.fresh_images();
     }
 
     /// The coordinator is gone: its port file says nothing any more.
     fn forget_port_file(&self) {
-        let _ = rustix::fs::unlinkat(self.store.dir(), coordinator::PORT_FILE, AtFlags::empty());
+        let _ = rustix::fs::unlinkat(
+            self.store.scratch(),
+            coordinator::PORT_FILE,
+            AtFlags::empty(),
+        );
     }
 
-    /// `.images` made anew and opened; `None` (logged) if that failed.
-    fn fresh_images(&self) -> Option<OwnedFd> {
-        let made = self.store.fresh_scratch(IMAGES).and_then(|()| {
-            crate::tree::open_dir(self.store.dir(), IMAGES).map_err(|errno| crate::store::Failed {
-                step: "open scratch",
-                errno,
-            })
-        });
-        made.map_err(|f| {
-            self.log.warn(format_args!(
-                "{}/.images: {f}; no checkpoint can be taken until it can be made",
-                self.store.shown.display()
-            ))
-        })
-        .ok()
+    /// The launch or restart check: ask the coordinator, or act on its
+    /// answer.
+    fn probe(&mut self, now: Instant) -> Action {
+        let log = self.log;
+        let Some(c) = &mut self.check else {
+            return Action::Drop;
+        };
+        if now >= c.deadline {
+            let (code, what) = match c.restart {
+                Some(_) => (RESTART_FAILED, "the restart did not complete"),
+                None => (
+                    LAUNCHER_FAILED,
+                    "the job did not join the DMTCP coordinator: it would run unprotected",
+                ),
+            };
+            log.warn(format_args!(
+                "{what} within {} s; ending it (exit {code})",
+                c.limit.as_secs()
+            ));
+            return self.end_computation(Outcome::Failed(code));
+        }
+        if c.probe.is_none() && now >= c.next_probe {
+            match spawn::spawn(&self.status, self.inherited, false) {
+                Ok(pid) => {
+                    c.probe = Some(pid);
+                    let _ = self.helpers.push(pid);
+                }
+                Err(e) => log.warn(format_args!("dmtcp_command --status: {e}")),
+            }
+            c.next_probe = now + PROBE;
+        }
+        Action::Drop
+    }
+
+    /// The `--status` helper exited: what did the coordinator say?
+    fn probed(&mut self, ok: bool) {
+        let log = self.log;
+        let Some(c) = &mut self.check else { return };
+        c.probe = None;
+        let mut buf = [0u8; 2048];
+        let len = drain(self.status_out.as_fd(), &mut buf);
+        if !ok {
+            return;
+        }
+        let (peers, running) = parse_status(&buf[..len]);
+        if !running || peers == 0 {
+            return;
+        }
+        match c.restart {
+            Some(images) if peers < images => log.warn(format_args!(
+                "restart complete, but {peers} of {images} processes are running: the others ended during or right after it"
+            )),
+            Some(images) => log.info(format_args!(
+                "restart complete: {images} process(es) running under DMTCP"
+            )),
+            None => log.info(format_args!("the job runs under DMTCP")),
+        }
+        self.check = None;
     }
 }
 
@@ -418,12 +611,19 @@ impl Protocol for Dmtcp<'_> {
 
     fn deadline(&self) -> Option<Instant> {
         let pending = self.pending.map(|p| {
-            [Some(p.next_poll), p.retry_at, p.deadline]
+            [Some(p.next_poll), p.again_at, p.deadline]
                 .into_iter()
                 .flatten()
                 .min()
         });
-        [pending.flatten(), self.next_tick, self.kill_at]
+        let check = self.check.map(|c| {
+            c.deadline.min(if c.probe.is_none() {
+                c.next_probe
+            } else {
+                c.deadline
+            })
+        });
+        [pending.flatten(), check, self.next_tick, self.kill_at]
             .into_iter()
             .flatten()
             .min()
@@ -434,22 +634,36 @@ impl Protocol for Dmtcp<'_> {
         if self.kill_at.is_some_and(|t| t <= now) {
             self.kill_at = None;
             log.warn(format_args!(
-                "the computation is still there {} ms after --quit",
+                "the computation is still there {} ms after its checkpoint",
                 QUIT_GRACE.as_millis()
             ));
             return Action::Kill;
         }
+        if self.check.is_some() && self.pending.is_none() {
+            let action = self.probe(now);
+            if action != Action::Drop {
+                return action;
+            }
+        }
         let Some(p) = self.pending else {
             if self.next_tick.is_some_and(|t| t <= now) && self.outcome == Outcome::Running {
                 self.next_tick = None;
-                log.info(format_args!("--interval: periodic checkpoint"));
-                return self.ask(false);
+                log.info(format_args!(
+                    "--interval: periodic checkpoint{}",
+                    if self.keep_running {
+                        ", the job running on"
+                    } else {
+                        " and exit"
+                    }
+                ));
+                return self.ask(!self.keep_running);
             }
             return Action::Drop;
         };
-        if self.images.as_ref().is_some_and(|d| complete(d.as_fd())) {
+        if complete(self.images.as_fd()) {
+            self.check = None;
             if p.exit {
-                log.info(format_args!("checkpoint complete: ending the computation"));
+                log.info(format_args!("checkpoint complete"));
                 return self.end_computation(Outcome::Checkpointed);
             }
             self.commit_periodic();
@@ -463,12 +677,11 @@ impl Protocol for Dmtcp<'_> {
             ));
             return self.end_computation(Outcome::NotCheckpointed);
         }
-        if p.retry_at.is_some_and(|t| t <= now) {
-            // With a time limit, try until it; without, MAX_TRIES times.
-            let tried_enough = p.deadline.is_none() && p.tries >= MAX_TRIES;
-            if tried_enough || self.coordinator_gone() {
+        if p.again_at.is_some_and(|t| t <= now) && !under_way(self.images.as_fd()) {
+            let given_up = p.deadline.is_none() && now - p.asked >= GIVE_UP;
+            if given_up || self.coordinator_gone() {
                 log.warn(format_args!(
-                    "no checkpoint could be requested ({} tries{})",
+                    "no checkpoint could be taken ({} requests{})",
                     p.tries,
                     if self.coordinator_gone() {
                         ", the coordinator is gone"
@@ -499,33 +712,39 @@ impl Protocol for Dmtcp<'_> {
         self.helpers.retain(|&h| h != pid);
         if Some(pid) == self.coordinator {
             self.coordinator = None;
-            if self.job_ended || self.quitting.is_some() {
+            let expected = self.job_ended
+                || self.quitting.is_some()
+                || self.outcome != Outcome::Running
+                // DMTCP ends the computation, then the coordinator.
+                || self.pending.is_some_and(|p| p.kills);
+            if expected {
                 log.info(format_args!("the DMTCP coordinator {ended}"));
             } else {
                 log.warn(format_args!(
                     "the DMTCP coordinator {ended} while the job runs"
                 ));
             }
+        } else if self.check.is_some_and(|c| c.probe == Some(pid)) {
+            self.probed(ended.exit_code() == Some(0));
         } else if let Some(p) = &mut self.pending
             && p.requester == Some(pid)
         {
             p.requester = None;
-            if ended.exit_code() != Some(0) {
-                let again = format_args!(
-                    "dmtcp_command --bcheckpoint {ended}; trying again every {} ms",
-                    RETRY.as_millis()
-                );
-                match p.tries {
-                    1 => log.warn(again),
-                    _ => log.info(again),
-                }
-                p.retry_at = Some(Instant::now() + RETRY);
-            }
         }
     }
 
     fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
         self.job_ended = true;
+        // With --kcheckpoint each process exits once its own image is
+        // written: the job's first process may end while others still
+        // write theirs.
+        if self.outcome == Outcome::Running
+            && self.pending.is_some_and(|p| p.exit)
+            && self.wait_complete(log)
+        {
+            log.info(format_args!("checkpoint complete"));
+            self.outcome = Outcome::Checkpointed;
+        }
         // Nothing of the computation may run on (or write) after this.
         supervise::end_group(ended.pid, log);
         match self.outcome {
@@ -533,19 +752,32 @@ impl Protocol for Dmtcp<'_> {
                 Ok(g) => protocol::checkpointed(
                     self.code,
                     self.by_signal,
-                    format_args!("{}/gen.{g:010}", self.store.shown.display()),
+                    format_args!("generation {g} ({})", self.store.slot_of(g)),
                     log,
                 ),
                 Err(f) => {
                     log.warn(format_args!(
-                        "{}: commit failed: {f}; the last commit is kept",
-                        self.store.shown.display()
+                        "{}: commit failed: {f}; the last commit is kept, the images are left in {}",
+                        self.store.shown.display(),
+                        self.images_at.display()
                     ));
                     Verdict::Exit(COMMIT_FAILED)
                 }
             },
             Outcome::NotCheckpointed => Verdict::Exit(NO_ANSWER),
-            Outcome::Running => protocol::guard_collision(ended, self.code, self.by_signal, log),
+            Outcome::Failed(code) => Verdict::Exit(code),
+            Outcome::Running => {
+                // An image begun means DMTCP had frozen the job for its
+                // checkpoint: it did not end by itself. Otherwise it did
+                // (as the eviction came), and its end is passed on.
+                if self.pending.is_some_and(|p| p.exit) && under_way(self.images.as_fd()) {
+                    log.warn(format_args!(
+                        "the computation ended before its checkpoint was complete; nothing committed"
+                    ));
+                    return Verdict::Exit(NO_ANSWER);
+                }
+                protocol::guard_collision(ended, self.code, self.by_signal, log)
+            }
         }
     }
 
@@ -555,8 +787,48 @@ impl Protocol for Dmtcp<'_> {
     /// helpers exit by themselves. Then SIGKILLs what is left (the
     /// coordinator, the helpers, and where /proc shows our namespace every
     /// child ckptrun did not start with: the job's orphans too, ckptrun
-    /// being their subreaper) and reaps it. Does not allocate.
+    /// being their subreaper) and reaps it. Removes the images directory
+    /// unless it holds a checkpoint that could not be committed. Does not
+    /// allocate.
     fn end(&mut self, log: &Log) {
+        self.stop_all(log);
+        let _ = tree::remove(self.store.scratch(), store::RESTORE);
+        if !self.keep_images {
+            let _ = empty(self.images.as_fd());
+            let _ = rustix::fs::rmdir(self.images_at.as_os_str());
+        }
+    }
+}
+
+impl Dmtcp<'_> {
+    /// The job's first process has ended with a "checkpoint and exit"
+    /// request pending: waits until the checkpoint is complete, or will
+    /// not be: no image begun, the coordinator gone (every process has
+    /// reported its image by then), or the request's time limit (else
+    /// GIVE_UP) reached. Reaps what ends meanwhile. Does not allocate.
+    fn wait_complete(&mut self, log: &Log) -> bool {
+        let limit = self
+            .pending
+            .and_then(|p| p.deadline)
+            .unwrap_or_else(|| Instant::now() + GIVE_UP);
+        loop {
+            let images = self.images.as_fd();
+            if complete(images) {
+                return true;
+            }
+            if !under_way(images) || self.coordinator_gone() || Instant::now() >= limit {
+                return complete(images);
+            }
+            let _ = sys::wait_signal(&coordinator::sigchld(), Some(POLL));
+            while let Ok(Some((pid, status))) =
+                rustix::process::wait(rustix::process::WaitOptions::NOHANG)
+            {
+                self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
+            }
+        }
+    }
+
+    fn stop_all(&mut self, log: &Log) {
         let start = Instant::now();
         let (quit_at, kill_at) = (start + EXIT_ON_LAST, start + STOP_GRACE);
         let give_up = kill_at + STOP_GRACE;
@@ -619,56 +891,326 @@ impl Protocol for Dmtcp<'_> {
     }
 }
 
-/// Whether `.images` holds a complete checkpoint: the restart script the
-/// coordinator writes last, at least one non-empty `ckpt_*.dmtcp`, and no
-/// image still being written (`*.temp`). Does not allocate.
-fn complete(images: std::os::fd::BorrowedFd) -> bool {
+/// A committed generation to restart from, as its description says.
+struct Restart {
+    generation: u64,
+    images_at: PathBuf,
+}
+
+impl Restart {
+    /// Reads generation `g`'s description; checks that the restart will
+    /// find the job's files where they were; cuts `--stdout`/`--stderr`
+    /// back to their size at the checkpoint.
+    fn prepare(
+        store: &Store,
+        g: u64,
+        cwd: &Path,
+        outputs: &[Option<OwnedFd>; 2],
+        log: &Log,
+    ) -> Result<Self, Error> {
+        let slot = store.slot_of(g).to_string();
+        let (_, meta) = store.generation(g).map_err(|f| Error::usage(&slot, f))?;
+        let path = |key: &[u8]| {
+            meta.get(key)
+                .filter(|v| v.starts_with(b"/"))
+                .map(|v| PathBuf::from(OsStr::from_bytes(v)))
+        };
+        let images_at = path(b"images-dir").ok_or_else(|| {
+            Error::usage(
+                &slot,
+                "generation has no images-dir: not a --mode dmtcp store",
+            )
+        })?;
+        if let Some(then) = path(b"cwd")
+            && then != cwd
+            && then.is_dir()
+        {
+            // DMTCP reopens the job's files by their absolute paths, and
+            // only where one is gone by its path under the working
+            // directory: it would write into the old directory.
+            return Err(Error::usage(
+                &slot,
+                format_args!(
+                    "generation {g} was checkpointed in {}, which still exists: DMTCP would \
+                     reopen the job's files there, not in {}; restart there, or move it away",
+                    then.display(),
+                    cwd.display()
+                ),
+            ));
+        }
+        for (key, fd) in [&b"stdout-size"[..], b"stderr-size"].iter().zip(outputs) {
+            let size = meta
+                .get(key)
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+            if let (Some(size), Some(fd)) = (size, fd) {
+                cut_back(fd.as_fd(), size, key, log);
+            }
+        }
+        Ok(Self {
+            generation: g,
+            images_at,
+        })
+    }
+
+    /// Puts the generation's saved file copies back in the images
+    /// directory (where DMTCP recorded them) and its images in
+    /// `restore_at` (the store's scratch); returns the images' paths.
+    fn unpack(
+        &self,
+        store: &Store,
+        images: BorrowedFd,
+        restore_at: &Path,
+    ) -> Result<Vec<OsString>, Error> {
+        let slot = store.slot_of(self.generation).to_string();
+        let fail = |f: &dyn std::fmt::Display| Error::usage(&slot, f);
+        let (file, _) = store.generation(self.generation).map_err(|f| fail(&f))?;
+        tree::remove(store.scratch(), store::RESTORE)
+            .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+        rustix::fs::mkdirat(store.scratch(), store::RESTORE, Mode::from_raw_mode(0o700))
+            .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+        let restore = tree::open_dir(store.scratch(), store::RESTORE)
+            .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+        let mut found = Vec::new();
+        let done = archive::each_member(file.as_fd(), |m| {
+            let path = m.path.as_bytes();
+            let top = path.split(|&b| b == b'/').next().unwrap_or(b"");
+            if path == top && is_image(top) {
+                archive::extract(file.as_fd(), m, restore.as_fd(), m.path.c())?;
+                found.push(restore_at.join(OsStr::from_bytes(path)).into_os_string());
+            } else if top.starts_with(b"ckpt_") && top.ends_with(b"_files") {
+                archive::extract(file.as_fd(), m, images, m.path.c())?;
+            }
+            Ok(true)
+        });
+        match done {
+            Ok(()) => {}
+            Err(Bad::Io(e)) => {
+                return Err(fail(&format_args!(
+                    "restore: {}",
+                    sys::strerror(e.raw_os_error())
+                )));
+            }
+            Err(bad) => return Err(fail(&bad)),
+        }
+        if found.is_empty() {
+            return Err(fail(&"holds no ckpt_*.dmtcp image"));
+        }
+        found.sort();
+        Ok(found)
+    }
+}
+
+/// `--stdout` or `--stderr` back to `size`, its size when the checkpoint
+/// was committed: what the job wrote after it will be written again.
+fn cut_back(fd: BorrowedFd, size: u64, key: &[u8], log: &Log) {
+    let which = if key.starts_with(b"stdout") {
+        "--stdout"
+    } else {
+        "--stderr"
+    };
+    let Ok(st) = rustix::fs::fstat(fd) else {
+        return;
+    };
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return;
+    }
+    let now = st.st_size as u64;
+    if now < size {
+        log.warn(format_args!(
+            "{which} holds {now} bytes, less than the {size} it held at the checkpoint"
+        ));
+        return;
+    }
+    if now == size {
+        return;
+    }
+    // Opened read-only: truncate through /proc's view of it needs a
+    // writable descriptor; reopen by its link.
+    let mut link = *b"/proc/self/fd/0000000000\0";
+    let mut digits = [0u8; 20];
+    let d = decimal(&mut digits, std::os::fd::AsRawFd::as_raw_fd(&fd) as u64);
+    link[14..14 + d.len()].copy_from_slice(d);
+    link[14 + d.len()] = 0;
+    let link = CStr::from_bytes_until_nul(&link).unwrap_or(c"");
+    match rustix::fs::open(link, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
+        .and_then(|w| rustix::fs::ftruncate(&w, size))
+    {
+        Ok(()) => log.info(format_args!(
+            "{which} cut back from {now} to {size} bytes, its size at the checkpoint"
+        )),
+        Err(e) => log.warn(format_args!(
+            "{which}: cannot cut it back to its size at the checkpoint: {}",
+            sys::strerror(e.raw_os_error())
+        )),
+    }
+}
+
+/// The images directory, ready: a real directory of our own, empty.
+/// Made with its parent if need be (mode 0700); one that exists must be
+/// ours and not a symlink (/tmp is shared).
+fn prepare_images(at: &Path) -> Result<OwnedFd, Error> {
+    let fail = |e: rustix::io::Errno| Error::os(at.display(), e);
+    match rustix::fs::mkdir(at.as_os_str(), Mode::from_raw_mode(0o700)) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::EXIST) => {
+            let st = rustix::fs::lstat(at.as_os_str()).map_err(fail)?;
+            let ours = st.st_uid == rustix::process::geteuid().as_raw();
+            if FileType::from_raw_mode(st.st_mode) != FileType::Directory || !ours {
+                return Err(Error::usage(
+                    at.display(),
+                    "exists and is not a directory of ckptrun's (this user's)",
+                ));
+            }
+        }
+        Err(e) => return Err(fail(e)),
+    }
+    let dir = rustix::fs::open(
+        at.as_os_str(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(fail)?;
+    empty(dir.as_fd()).map_err(fail)?;
+    Ok(dir)
+}
+
+/// `ckptrun.` and 16 random hex digits: a new images directory's name.
+fn new_images_name() -> Result<OsString, Error> {
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| Error::usage("/dev/urandom", e))?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("ckptrun.{hex}").into())
+}
+
+/// Removes everything in `dir`.
+fn empty(dir: BorrowedFd) -> rustix::io::Result<()> {
+    loop {
+        rustix::fs::seek(dir, SeekFrom::Start(0))?;
+        let mut buf = [MaybeUninit::uninit(); 4096];
+        let mut entries = RawDir::new(dir, &mut buf);
+        let mut removed = false;
+        while let Some(entry) = entries.next() {
+            let entry = entry?;
+            if !matches!(entry.file_name().to_bytes(), b"." | b"..") {
+                tree::remove(dir, entry.file_name())?;
+                removed = true;
+            }
+        }
+        if !removed {
+            return Ok(());
+        }
+    }
+}
+
+/// Whether the images directory holds a complete checkpoint: the restart
+/// script the coordinator writes last, at least one non-empty
+/// `ckpt_*.dmtcp`, and no image still being written (`*.temp`). Does not
+/// allocate.
+fn complete(images: BorrowedFd) -> bool {
     // Follows the symlink: its target must be there too.
     if rustix::fs::statat(images, RESTART_SCRIPT, AtFlags::empty()).is_err() {
         return false;
     }
-    if rustix::fs::seek(images, SeekFrom::Start(0)).is_err() {
-        return false;
-    }
-    let mut buf = [MaybeUninit::uninit(); 4096];
-    let mut entries = RawDir::new(images, &mut buf);
     let mut found = 0;
-    while let Some(entry) = entries.next() {
-        let Ok(entry) = entry else { return false };
-        let name = entry.file_name().to_bytes();
-        if name.ends_with(b".temp") {
-            return false;
+    let mut temp = false;
+    let listed = each_name(images, |name| {
+        if name.to_bytes().ends_with(b".temp") {
+            temp = true;
         }
-        if is_image(name)
-            && rustix::fs::statat(images, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
-                |st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_size > 0,
-            )
+        if is_image(name.to_bytes())
+            && rustix::fs::statat(images, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_size > 0
+            })
         {
             found += 1;
         }
+    });
+    listed && !temp && found > 0
+}
+
+/// Whether a checkpoint shows in the images directory: an image, whole
+/// or being written.
+fn under_way(images: BorrowedFd) -> bool {
+    let mut any = false;
+    each_name(images, |name| {
+        let name = name.to_bytes();
+        any |= name.starts_with(b"ckpt_")
+            && (name.ends_with(b".dmtcp") || name.ends_with(b".dmtcp.temp"));
+    });
+    any
+}
+
+/// Calls `f` with each name in `dir`; whether it could list it all.
+fn each_name(dir: BorrowedFd, mut f: impl FnMut(&CStr)) -> bool {
+    if rustix::fs::seek(dir, SeekFrom::Start(0)).is_err() {
+        return false;
     }
-    found > 0
+    let mut buf = [MaybeUninit::uninit(); 4096];
+    let mut entries = RawDir::new(dir, &mut buf);
+    while let Some(entry) = entries.next() {
+        let Ok(entry) = entry else { return false };
+        f(entry.file_name());
+    }
+    true
 }
 
 fn is_image(name: &[u8]) -> bool {
     name.starts_with(b"ckpt_") && name.ends_with(b".dmtcp")
 }
 
-/// The images of a committed generation, sorted, as absolute paths.
-fn images_of(dir: &Path) -> Result<Vec<OsString>, Error> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::usage(dir.display(), e))?;
-    let mut images = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::usage(dir.display(), e))?;
-        if is_image(entry.file_name().as_bytes()) {
-            images.push(entry.path().into_os_string());
+/// `NUM_PEERS=N` and `RUNNING=yes` from `dmtcp_command --status`.
+fn parse_status(out: &[u8]) -> (usize, bool) {
+    let mut peers = 0;
+    let mut running = false;
+    for line in out.split(|&b| b == b'\n') {
+        let line = line.trim_ascii();
+        if let Some(n) = line.strip_prefix(b"NUM_PEERS=") {
+            peers = std::str::from_utf8(n)
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+        } else if line == b"RUNNING=yes" {
+            running = true;
         }
     }
-    if images.is_empty() {
-        return Err(Error::usage(dir.display(), "holds no ckpt_*.dmtcp image"));
+    (peers, running)
+}
+
+/// Reads what is in the pipe now (non-blocking) into `buf`, keeping the
+/// first `buf.len()` bytes; returns how many it kept.
+fn drain(pipe: BorrowedFd, buf: &mut [u8]) -> usize {
+    let mut len = 0;
+    let mut spill = [0u8; 512];
+    loop {
+        let into: &mut [u8] = if len < buf.len() {
+            &mut buf[len..]
+        } else {
+            &mut spill
+        };
+        match rustix::io::read(pipe, into) {
+            Ok(0) | Err(_) => return len,
+            Ok(n) if len < buf.len() => len += n,
+            Ok(_) => {}
+        }
     }
-    images.sort();
-    Ok(images)
+}
+
+fn decimal(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+fn read_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY
 }
 
 /// PROGRAM as dmtcp_launch gets it: as given, unless it starts with `-`
@@ -683,12 +1225,12 @@ fn program_argument(program: &OsString, found: &Path) -> OsString {
     }
 }
 
-fn absolute(path: &Path) -> Result<PathBuf, Error> {
+fn absolute(path: &Path, cwd: &Path) -> PathBuf {
     if path.is_absolute() {
-        return Ok(path.to_path_buf());
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
     }
-    let cwd = std::env::current_dir().map_err(|e| Error::usage("the working directory", e))?;
-    Ok(cwd.join(path))
 }
 
 #[cfg(test)]
@@ -717,5 +1259,12 @@ mod tests {
         assert!(is_image(b"ckpt_foo_4a1b-40000-5f2a.dmtcp"));
         assert!(!is_image(b"ckpt_foo_4a1b.dmtcp.temp"));
         assert!(!is_image(b"dmtcp_restart_script.sh"));
+    }
+
+    #[test]
+    fn status_as_dmtcp_command_prints_it() {
+        let out = b"Coordinator:\n  Host: 127.0.0.1\n  Port: 4444\nStatus...\n  NUM_PEERS=2\n  RUNNING=yes\n  CKPT_INTERVAL=0 (checkpoint manually)\n";
+        assert_eq!(parse_status(out), (2, true));
+        assert_eq!(parse_status(b"  NUM_PEERS=0\n  RUNNING=no\n"), (0, false));
     }
 }

@@ -2,7 +2,14 @@
 //! signal (the job's, or the checkpoint's) so that HTCondor records
 //! ExitBySignal and the signal.
 
+use std::ffi::OsString;
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+
+use rustix::fs::{AtFlags, FileType, RawDir, SeekFrom, Timestamps, UTIME_OMIT};
 use rustix::process::{Resource, Rlimit};
+use rustix::time::{ClockId, Timespec, clock_gettime};
 
 use crate::log::Log;
 use crate::protocol::Verdict;
@@ -52,4 +59,84 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
     sys::set_mask(libc::SIG_UNBLOCK, &only);
     // Still here: a signal whose default action is not to terminate.
     sys::exit_now(128 + sig)
+}
+
+/// At the job's real end under HTCondor, marks as changed every file
+/// the job (or ckptrun) left at the top of the sandbox: HTCondor 24.0's
+/// final transfer brings back only the files changed during the last run
+/// (seen in a pool), so after an eviction what the job wrote before it
+/// (its own files, `--stdout` files, HTCondor's `output` and `error`,
+/// brought into the new sandbox from the spool) would never reach the
+/// submit directory if the last run left it as it was. Left alone: names
+/// starting with `.` (HTCondor's own: .job.ad, .chirp.config, ckptrun's
+/// scratch) and the job's inputs (`inputs`: transfer_input_files and the
+/// executable), which an uninterrupted run would not bring back either.
+/// ckptrun's own stdout and stderr are marked too, wherever they are. The
+/// new modification time is at least a second after the old one: HTCondor
+/// compares whole seconds. Does not allocate.
+pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, inputs: &[OsString], log: &Log) {
+    if let Some(dir) = sandbox {
+        let mut buf = [MaybeUninit::uninit(); 4096];
+        let _ = rustix::fs::seek(dir, SeekFrom::Start(0));
+        let mut entries = RawDir::new(dir, &mut buf);
+        while let Some(Ok(entry)) = entries.next() {
+            let name = entry.file_name();
+            let bytes = name.to_bytes();
+            if bytes.starts_with(b".") || inputs.iter().any(|i| i.as_bytes() == bytes) {
+                continue;
+            }
+            let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
+                let times = later(stat.st_mtime);
+                if let Err(e) = rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW)
+                {
+                    log.info(format_args!(
+                        "cannot mark {} changed for HTCondor's final transfer: {}",
+                        name.to_string_lossy(),
+                        sys::strerror(e.raw_os_error())
+                    ));
+                }
+            }
+        }
+    }
+    let streams = [
+        ("stdout", rustix::stdio::stdout()),
+        ("stderr", rustix::stdio::stderr()),
+    ];
+    for (name, fd) in streams {
+        let Ok(stat) = rustix::fs::fstat(fd) else {
+            continue;
+        };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            continue;
+        }
+        if let Err(e) = rustix::fs::futimens(fd, &later(stat.st_mtime)) {
+            log.info(format_args!(
+                "cannot mark {name} changed for HTCondor's final transfer: {}",
+                sys::strerror(e.raw_os_error())
+            ));
+        }
+    }
+}
+
+/// Now as the modification time, or a second after `mtime` if that is
+/// not later; the access time left as it is.
+fn later(mtime: i64) -> Timestamps {
+    let now = clock_gettime(ClockId::Realtime);
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        },
+        last_modification: if now.tv_sec > mtime {
+            now
+        } else {
+            Timespec {
+                tv_sec: mtime + 1,
+                tv_nsec: 0,
+            }
+        },
+    }
 }

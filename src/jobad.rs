@@ -23,9 +23,17 @@ pub const MAX_SIZE: usize = 64 * 1024;
 /// The longest value echoed in a warning (log lines are cut at 1 KiB).
 const SHOWN_MAX: usize = 40;
 
+/// The longest file list (TransferOutput, TransferCheckpoint) kept; a
+/// longer one is not checked.
+pub const LIST_MAX: usize = 4096;
+
+/// A list of files from the ad, as written (commas and/or spaces between
+/// names), in a fixed buffer.
+pub type FileList = heapless::Vec<u8, LIST_MAX>;
+
 /// What the job ad says about checkpointing; `None` where it says nothing
 /// usable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobAd {
     /// SuccessCheckpointExitCode: 1-255.
     pub exit_code: Option<u8>,
@@ -37,6 +45,18 @@ pub struct JobAd {
     pub kill_sig: Option<Sig>,
     /// JobMaxVacateTime, a positive number of seconds.
     pub max_vacate: Option<Duration>,
+    /// ShouldTransferFiles is not NO: the job runs in a sandbox of its own.
+    pub transfers_files: Option<bool>,
+    /// WhenToTransferOutput is ON_EXIT_OR_EVICT: an eviction uploads files.
+    pub transfers_on_evict: Option<bool>,
+    /// TransferOutput (submit's transfer_output_files), when given.
+    pub transfer_output: Option<FileList>,
+    /// TransferCheckpoint (submit's transfer_checkpoint_files), when given.
+    pub transfer_checkpoint: Option<FileList>,
+    /// TransferInput (submit's transfer_input_files), when given.
+    pub transfer_input: Option<FileList>,
+    /// Cmd: the executable, as its path on the access point.
+    pub executable: Option<FileList>,
 }
 
 /// Reads the job ad named by `_CONDOR_JOB_AD` (through `env`, for tests), if any.
@@ -122,6 +142,18 @@ pub fn parse(text: &[u8], warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> Option<Jo
             ad.kill_sig = attr.get(catchable, CATCHABLE, warn);
         } else if is("JobMaxVacateTime") {
             ad.max_vacate = attr.get(seconds, "a positive number of seconds", warn);
+        } else if is("ShouldTransferFiles") {
+            ad.transfers_files = attr.get(not_no, "YES, IF_NEEDED or NO", warn);
+        } else if is("WhenToTransferOutput") {
+            ad.transfers_on_evict = attr.get(on_evict, "a word such as ON_EXIT", warn);
+        } else if is("TransferOutput") {
+            ad.transfer_output = attr.get(list, LIST, warn);
+        } else if is("TransferCheckpoint") {
+            ad.transfer_checkpoint = attr.get(list, LIST, warn);
+        } else if is("TransferInput") {
+            ad.transfer_input = attr.get(list, LIST, warn);
+        } else if is("Cmd") {
+            ad.executable = attr.get(list, LIST, warn);
         }
     }
     if by_signal {
@@ -217,6 +249,44 @@ fn exit_code(value: &Value<'_>) -> Option<u8> {
     }
 }
 
+/// ShouldTransferFiles: YES or IF_NEEDED transfer, NO does not.
+fn not_no(value: &Value<'_>) -> Option<bool> {
+    match *value {
+        Value::Text(text) => Some(!text.eq_ignore_ascii_case(b"NO")),
+        _ => None,
+    }
+}
+
+/// WhenToTransferOutput: ON_EXIT_OR_EVICT, or another word (ON_EXIT,
+/// ON_SUCCESS) that uploads nothing on eviction.
+fn on_evict(value: &Value<'_>) -> Option<bool> {
+    match *value {
+        Value::Text(text) => Some(text.eq_ignore_ascii_case(b"ON_EXIT_OR_EVICT")),
+        _ => None,
+    }
+}
+
+const LIST: &str = "a list of files of at most 4096 bytes";
+
+/// The names a list's files have at the top of the sandbox: each entry's
+/// last component (HTCondor puts `sub/x` in the sandbox as `x`).
+pub fn top_names(list: &[u8]) -> impl Iterator<Item = &[u8]> {
+    list.split(|&b| b == b',' || b.is_ascii_whitespace())
+        .map(|entry| {
+            let entry = entry.strip_suffix(b"/").unwrap_or(entry);
+            entry.rsplit(|&b| b == b'/').next().unwrap_or(entry)
+        })
+        .filter(|name| !name.is_empty())
+}
+
+/// A list of files, kept as written.
+fn list(value: &Value<'_>) -> Option<FileList> {
+    match *value {
+        Value::Text(text) => FileList::from_slice(text).ok(),
+        _ => None,
+    }
+}
+
 fn boolean(value: &Value<'_>) -> Option<bool> {
     match *value {
         Value::Bool(b) => Some(b),
@@ -288,6 +358,7 @@ Owner = "u"
 ProcId = 0
 QDate = 1732290574
 Rank = 0.0
+ShouldTransferFiles = "YES"
 RequestMemory = ifthenelse(MemoryUsage =!= undefined,MemoryUsage,(ImageSize + 1023) / 1024)
 Requirements = (TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.HasFileTransfer)
 SuccessCheckpointExitBySignal = true
@@ -323,8 +394,41 @@ WhenToTransferOutput = "ON_EXIT_OR_EVICT"
             checkpoint_sig: Some(libc::SIGUSR1),
             kill_sig: Some(libc::SIGTERM),
             max_vacate: Some(Duration::from_secs(600)),
+            transfers_files: Some(true),
+            transfers_on_evict: Some(true),
+            transfer_output: None,
+            transfer_checkpoint: Some(FileList::from_slice(b"state.ckpt").unwrap()),
+            transfer_input: None,
+            executable: Some(FileList::from_slice(b"/home/u/ckptrun").unwrap()),
         };
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn transfer_settings_as_htcondor_24_writes_them() {
+        // Seen in a pool's .job.ad: TransferOutput normalised, TransferCheckpoint as submitted.
+        let text = "ShouldTransferFiles = \"NO\"\nWhenToTransferOutput = \"ON_EXIT\"\n\
+                    TransferOutput = \"x,y,sub/z\"\nTransferCheckpoint = \"x ,y\"\n";
+        let (got, warnings) = ad(text);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(got.transfers_files, Some(false));
+        assert_eq!(got.transfers_on_evict, Some(false));
+        assert_eq!(got.transfer_output.as_deref(), Some(&b"x,y,sub/z"[..]));
+        assert_eq!(got.transfer_checkpoint.as_deref(), Some(&b"x ,y"[..]));
+        let (got, _) = ad("TransferOutput = \"\"\nShouldTransferFiles = \"IF_NEEDED\"");
+        let inputs = "TransferInput = \"in1,sub/in2, dir/\"\nCmd = \"/tmp/probe2/p.sh\"\n";
+        let (with_inputs, _) = ad(inputs);
+        let names: Vec<&[u8]> = top_names(with_inputs.transfer_input.as_deref().unwrap()).collect();
+        assert_eq!(names, [&b"in1"[..], b"in2", b"dir"]);
+        let cmd: Vec<&[u8]> = top_names(with_inputs.executable.as_deref().unwrap()).collect();
+        assert_eq!(cmd, [&b"p.sh"[..]]);
+        assert_eq!(got.transfer_output.as_deref(), Some(&b""[..]));
+        assert_eq!(got.transfers_files, Some(true));
+        // Too long to keep: not checked, and said.
+        let long = format!("TransferOutput = \"{}\"", "f,".repeat(LIST_MAX));
+        let (got, warnings) = ad(&long);
+        assert_eq!(got.transfer_output, None);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
     }
 
     #[test]

@@ -19,6 +19,7 @@
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
 mod alloc_guard;
+mod archive;
 mod ckptfile;
 mod cli;
 mod condor;
@@ -41,10 +42,12 @@ mod status_file;
 mod store;
 mod supervise;
 mod sys;
+mod transfers;
 mod tree;
 
 use std::ffi::{CStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use crate::cli::{Config, Mode, Request};
 use crate::error::Error;
@@ -57,7 +60,8 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
     internal_error::report_panics();
     sys::hold_standard_fds();
-    let mut config = match cli::parse(args(argc, argv), |name| std::env::var_os(name)) {
+    let argv = args(argc, argv);
+    let mut config = match cli::parse(argv.clone(), |name| std::env::var_os(name)) {
         Ok(Request::Run(config)) => *config,
         Ok(Request::Help) => return print(cli::HELP),
         Ok(Request::Version) => return print(&version()),
@@ -69,15 +73,41 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
         && let Some(ad) = jobad::from_env(|name| std::env::var_os(name), &log)
     {
         config.apply_job_ad(&ad, &log);
+        check_transfers(&config, &ad, &log);
     }
-    match run(&config, &inherited, &log) {
+    match run(&config, &argv, &inherited, &log) {
         Ok(verdict) => exit::finish(verdict, &log),
         Err(e) => fail(&log, e),
     }
 }
 
+/// Warns about a submit file that would lose checkpoints: the files
+/// that must travel, and how ckptrun exits after a checkpoint of its own.
+fn check_transfers(config: &Config, ad: &jobad::JobAd, log: &Log) {
+    let files = match config.mode {
+        Mode::Condor => vec![condor::ckpt_path(config)],
+        Mode::SelfCkpt | Mode::Dmtcp => store::slot_paths(&config.store, config.keep),
+        Mode::Init => return,
+    };
+    let files: Vec<&std::ffi::OsStr> = files.iter().map(OsString::as_os_str).collect();
+    // --interval without a "continue" flag: checkpoint and exit.
+    let own_exit =
+        (config.interval.is_some() && !config.interval_continue && !config.ckpt_continue)
+            .then_some(match config.exit_by_signal {
+                Some(sig) => transfers::CkptExit::Signal(sig),
+                None => transfers::CkptExit::Code(config.ckpt_exit_code),
+            });
+    transfers::check(ad, &files, own_exit, log);
+}
+
 /// Plans, starts and supervises the job; returns how ckptrun should end.
-fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Error> {
+/// `argv` is ckptrun's own arguments.
+fn run(
+    config: &Config,
+    argv: &[OsString],
+    inherited: &Inherited,
+    log: &Log,
+) -> Result<Verdict, Error> {
     let path = program::locate(&config.program, std::env::var_os("PATH"))?;
     let stdio = spawn::Stdio::files(
         config.stdin.as_deref(),
@@ -109,6 +139,18 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
             start.supervise(job(&extra)?.with_stdio(stdio), &mut protocol)
         }
         Mode::Init => start.supervise(job(&[])?.with_stdio(stdio), &mut init::Init::new(config)),
+        Mode::Dmtcp if rustix::process::getpid().is_init() => {
+            // DMTCP restores a process whose parent was PID 1 as an
+            // orphan, detached from whatever restarts it (dmtcp_restart's
+            // isOrphan). As PID 1, ckptrun stays a plain init and runs
+            // itself, as pid 2, to drive DMTCP.
+            log.info(format_args!(
+                "PID 1: running dmtcp mode in a child (DMTCP would take the job for an orphan)"
+            ));
+            let me =
+                spawn::Command::new(Path::new("/proc/self/exe"), "ckptrun".as_ref(), argv, &[])?;
+            start.supervise(me, &mut init::Init::plain())
+        }
         Mode::Dmtcp => {
             // Orphans (the coordinator, once it detaches) must be ours
             // before it starts.
@@ -149,6 +191,19 @@ impl Start<'_> {
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
         let panic_for_test = internal_error::test_panic_requested();
+        // Under HTCondor: the sandbox, for the job's end (see
+        // exit::mark_outputs_changed).
+        let sandbox = std::env::var_os("_CONDOR_SCRATCH_DIR").and_then(|dir| {
+            rustix::fs::open(
+                dir.as_os_str(),
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .ok()
+        });
+        let under_htcondor = std::env::var_os("_CONDOR_SCRATCH_DIR").is_some();
 
         // From here on nothing allocates (debug builds abort if anything does).
         alloc_guard::arm();
@@ -189,6 +244,9 @@ impl Start<'_> {
         }
         let verdict = protocol.judge(ended, log);
         protocol.end(log);
+        if under_htcondor && !config.is_checkpoint(verdict) {
+            exit::mark_outputs_changed(sandbox.as_ref(), &config.sandbox_inputs, log);
+        }
         Ok(verdict)
     }
 }

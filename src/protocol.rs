@@ -98,7 +98,7 @@ pub fn checkpointed(
     log: &Log,
 ) -> Verdict {
     if let Some(sig) = by_signal
-        && rustix::process::getpid().is_init()
+        && as_pid_1()
     {
         // PID 1 cannot die by a signal it raises; 128+N would read as an
         // ordinary exit. The code is the checkpoint's other spelling.
@@ -120,6 +120,28 @@ pub fn checkpointed(
             log.info(format_args!("job checkpointed to {what}; exit {code}"));
             Verdict::Exit(code)
         }
+    }
+}
+
+/// Whether ckptrun's end is PID 1's: it is PID 1, or the child a ckptrun
+/// that is PID 1 runs (see main.rs, dmtcp mode), whose end PID 1 passes
+/// on. Does not allocate.
+pub fn as_pid_1() -> bool {
+    if rustix::process::getpid().is_init() {
+        return true;
+    }
+    if rustix::process::getppid().is_none_or(|p| !p.is_init()) {
+        return false;
+    }
+    let mut init = [core::mem::MaybeUninit::uninit(); 4096];
+    let mut me = [core::mem::MaybeUninit::uninit(); 4096];
+    let cwd = rustix::fs::CWD;
+    match (
+        rustix::fs::readlinkat_raw(cwd, c"/proc/1/exe", &mut init),
+        rustix::fs::readlinkat_raw(cwd, c"/proc/self/exe", &mut me),
+    ) {
+        (Ok((init, _)), Ok((me, _))) => init == me,
+        _ => false,
     }
 }
 

@@ -367,7 +367,7 @@ impl Protocol for SelfCkpt {
         log.warn(format_args!(
             "restart from generation {g} failed within --restart-grace ({ended}); falling back once"
         ));
-        match self.store.before(g) {
+        match self.store.before(g, log) {
             Ok(Some(previous)) if previous >= 1 => {}
             _ => {
                 log.warn(format_args!("no older checkpoint to fall back to"));

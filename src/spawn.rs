@@ -61,21 +61,27 @@ impl Stdio {
         ]))
     }
 
-    /// For a helper ckptrun runs (a DMTCP tool): standard input from
-    /// /dev/null, and standard output onto ckptrun's standard error, so
-    /// that nothing it prints lands in the job's output.
+    /// For a helper ckptrun runs (a DMTCP tool): standard input and
+    /// output on /dev/null, so that nothing it prints lands in the job's
+    /// output (or in HTCondor's), standard error onto ckptrun's, for its
+    /// error messages.
     pub fn helper() -> Result<Self, Error> {
-        let null = rustix::fs::open(
-            c"/dev/null",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .and_then(above_stdio)
-        .map_err(|e| Error::os("/dev/null", e))?;
+        let null = || {
+            rustix::fs::open(c"/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+                .and_then(above_stdio)
+                .map_err(|e| Error::os("/dev/null", e))
+        };
         // (A standard error ckptrun was started without is /dev/null by
         // now: see sys::hold_standard_fds.)
         let err = above_stdio_dup(rustix::stdio::stderr()).ok();
-        Ok(Self([Some(null), err, None]))
+        Ok(Self([Some(null()?), Some(null()?), err]))
+    }
+
+    /// As `helper`, but standard output into `out` (a pipe ckptrun reads).
+    pub fn capture(out: OwnedFd) -> Result<Self, Error> {
+        let mut stdio = Self::helper()?;
+        stdio.0[1] = Some(above_stdio(out).map_err(|e| Error::os("a pipe", e))?);
+        Ok(stdio)
     }
 }
 

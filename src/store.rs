@@ -1,43 +1,45 @@
-//! Committed checkpoints of a self-checkpointing job (`--mode self`), and
-//! of DMTCP's images (`--mode dmtcp`, which has no working paths: DMTCP
-//! writes into a scratch directory of the store that a commit renames
-//! into the next generation; see `adopt`).
+//! Committed checkpoints: the generations of a self-checkpointing job's
+//! files (`--mode self`) or of DMTCP's images (`--mode dmtcp`).
 //!
-//! The job writes its checkpoint to its working paths (`--ckpt PATH`),
-//! in place and non-atomically if it likes. ckptrun keeps the truth in the
-//! store (`--store DIR`): each complete generation is a directory
-//! `DIR/gen.NNNNNNNNNN` holding every working path by its base name.
+//! Each generation is one archive file (see `archive`) at the top of the
+//! job's sandbox, because that is all HTCondor carries: on eviction, and
+//! on an exit with the checkpoint code, it uploads the sandbox's new and
+//! changed top-level files, never a directory. The store `NAME` is the
+//! files `NAME.0` to `NAME.K` (`--keep K` older generations, default 1):
+//! generation N is written to `NAME.(N mod K+1)`, replacing the oldest, so
+//! a commit adds one changed file to what HTCondor uploads and the spool
+//! never holds more than K+1. An empty slot file holds no generation.
+//! Every slot is created at the first start, so that a submit file may
+//! list them all.
 //!
-//! - Commit: build `DIR/.building` (the job's files moved or copied in,
-//!   each fsync'd), fsync it, rename it to the next `gen.N`, fsync DIR.
-//!   The rename is the commit: an interruption at any instant leaves the
-//!   previous generation as it was, and at worst a `.building` that the
-//!   next start removes. Generations beyond `--keep` are retired by a
-//!   rename to `.trash` before they are removed.
-//! - Restore: before the job starts, each working path is replaced by a
-//!   private copy of the newest generation (cloned where the filesystem
-//!   allows), built beside it and swapped in: rename for a file,
+//! - Commit: the archive is written in the scratch directory `.NAME`,
+//!   fsync'd, renamed over its slot, and the directory fsync'd. The
+//!   rename is the commit: an interruption at any instant leaves every
+//!   committed generation as it was.
+//! - Restore (self mode): before each start, each working path
+//!   (`--ckpt PATH`) is replaced by a private copy of the newest
+//!   generation, built beside it and swapped in (rename for a file,
 //!   renameat2(RENAME_EXCHANGE) for a directory, so the job never sees a
-//!   half-restored path. Where the filesystem has no RENAME_EXCHANGE, the
-//!   old path is renamed away first (a moment with no path at all, which a
-//!   crash would leave for the next start to restore).
-//! - First start (no DIR): the store is built under a temporary name with
-//!   generation 0 holding the paths as the job was given them, then
-//!   renamed to DIR. Generation 0 is the starting state, not a checkpoint.
+//!   half-restored path). The copy is not fsync'd: it is rebuilt from the
+//!   store before every start, so a crash cannot leave one that is used.
+//! - First start: generation 0 holds the working paths as the job was
+//!   given them, its starting state (not a checkpoint).
 //!
-//! Names in DIR starting with `.` are scratch. Everything after `open`
-//! works on descriptors and fixed names and does not allocate.
+//! `.NAME` is scratch, and is locked (flock) while ckptrun runs: one run
+//! per store. Everything after `open` works on descriptors and fixed
+//! buffers and does not allocate.
 
 use core::fmt;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::fs::{CWD, FileType, Mode, RawDir, RenameFlags, SeekFrom};
+use rustix::fs::{CWD, FileType, Mode, OFlags, RawDir, RenameFlags, SeekFrom};
 use rustix::io::Errno;
 
+use crate::archive::{self, Bad, Writer};
 use crate::ckptfile::dir_of;
 use crate::error::Error;
 use crate::log::Log;
@@ -48,15 +50,29 @@ pub const MAX_CKPTS: usize = 16;
 /// The most older generations `--keep` may ask for.
 pub const MAX_KEEP: u32 = 64;
 
-const BUILDING: &CStr = c".building";
-const TRASH: &CStr = c".trash";
+/// In the scratch directory: an archive being written, a generation a
+/// restart failed from, and whatever a protocol extracts to restart.
+const BUILDING: &CStr = c"building";
+const FAILED: &CStr = c"failed";
+pub const RESTORE: &CStr = c"restore";
+
+/// The first member of every generation: what it is.
+const META: &[u8] = b".ckptrun";
+/// The most a generation's description may hold.
+pub const META_MAX: usize = 8192;
 
 pub struct Store {
-    /// DIR as the user gave it, for messages.
+    /// NAME as the user gave it, for messages.
     pub shown: OsString,
-    dir: OwnedFd,
+    /// The directory holding the slots.
+    parent: OwnedFd,
+    /// NAME's last component.
+    base: CString,
+    /// `.NAME`, locked.
+    scratch: OwnedFd,
+    /// Slots in use: keep + 1.
+    slots: u32,
     pub ckpts: Vec<Ckpt>,
-    keep: u32,
 }
 
 /// One working path the job writes its checkpoint to.
@@ -88,61 +104,134 @@ impl fmt::Display for Failed {
     }
 }
 
-fn at(step: &'static str) -> impl Fn(Errno) -> Failed {
+pub fn at(step: &'static str) -> impl Fn(Errno) -> Failed {
     move |errno| Failed { step, errno }
 }
 
 /// How the job's files get into a generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Take {
-    /// The job has exited: move them (fsync, rename). Restore copies
-    /// them back before the next start.
+    /// The job has exited: after the commit its working paths are
+    /// removed (the next start restores them), so that HTCondor does not
+    /// upload them beside the generation.
     Move,
-    /// The job runs on: copy them.
+    /// The job runs on: they stay.
     Copy,
 }
 
-/// `gen.` and ten digits, NUL-terminated, on the stack.
-struct GenName([u8; 15]);
+/// A slot's file name, `NAME.K`, NUL-terminated, on the stack.
+struct SlotName {
+    bytes: [u8; 272],
+}
 
-impl GenName {
-    fn new(n: u64) -> Self {
-        let mut name = *b"gen.0000000000\0";
-        let mut n = n;
-        for digit in name[4..14].iter_mut().rev() {
-            *digit = b'0' + (n % 10) as u8;
-            n /= 10;
-        }
-        Self(name)
+impl SlotName {
+    fn new(base: &CStr, slot: u32) -> Self {
+        let mut bytes = [0u8; 272];
+        let base = base.to_bytes();
+        let mut len = base.len().min(255);
+        bytes[..len].copy_from_slice(&base[..len]);
+        bytes[len] = b'.';
+        len += 1;
+        let mut digits = [0u8; 20];
+        let d = decimal(&mut digits, u64::from(slot));
+        bytes[len..len + d.len()].copy_from_slice(d);
+        Self { bytes }
     }
 
     fn c(&self) -> &CStr {
-        CStr::from_bytes_with_nul(&self.0).expect("one NUL, at the end")
+        CStr::from_bytes_until_nul(&self.bytes).unwrap_or(c"")
+    }
+}
+
+impl fmt::Display for SlotName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.c().to_string_lossy())
+    }
+}
+
+fn decimal(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// A generation's description (the `.ckptrun` member): `key value`
+/// lines, read into a fixed buffer.
+pub struct Meta {
+    buf: [u8; META_MAX],
+    len: usize,
+}
+
+impl Meta {
+    /// The value of `key`, if the description has it.
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.buf[..self.len]
+            .split(|&b| b == b'\n')
+            .find_map(|line| {
+                let rest = line.strip_prefix(key)?;
+                rest.strip_prefix(b" ")
+            })
     }
 
-    fn parse(name: &CStr) -> Option<u64> {
-        let digits = name.to_bytes().strip_prefix(b"gen.")?;
-        if digits.len() != 10 || !digits.iter().all(u8::is_ascii_digit) {
+    fn generation(&self) -> Option<u64> {
+        let digits = self.get(b"generation")?;
+        if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
             return None;
         }
         Some(digits.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
     }
 }
 
+/// Reads the description of the archive `file`, and checks the archive
+/// is whole. `None` for an empty slot.
+fn read_meta(file: BorrowedFd) -> Result<Option<Meta>, Bad> {
+    if rustix::fs::fstat(file)?.st_size == 0 {
+        return Ok(None);
+    }
+    let mut meta = Meta {
+        buf: [0; META_MAX],
+        len: 0,
+    };
+    let mut first = true;
+    archive::each_member(file, |m| {
+        if first {
+            first = false;
+            let fits = m.size as usize <= META_MAX;
+            if m.path.as_bytes() != META || m.kind != archive::Kind::File || !fits {
+                return Err(Bad::Malformed);
+            }
+            meta.len = m.size as usize;
+            archive::read_at(file, &mut meta.buf[..meta.len], m.offset)?;
+        }
+        Ok(true)
+    })?;
+    if first || meta.generation().is_none() {
+        return Err(Bad::Malformed);
+    }
+    Ok(Some(meta))
+}
+
 impl Store {
-    /// Opens (or, on a first start, creates) the store, cleans up scratch
-    /// an interruption left, and makes the working paths a private copy of
-    /// the newest generation. Returns the store and the generation the
-    /// working paths now hold a copy of (none on a first start, which
-    /// made generation 0 of the paths as they are, or with no generation,
-    /// when any working path was set aside). Runs before the job starts.
+    /// Opens (or, on a first start, creates) the store, locks it, cleans
+    /// up what an interruption left, and makes the working paths a private
+    /// copy of the newest generation. Returns the store and the
+    /// generation the working paths now hold a copy of (none on a first
+    /// start, which made generation 0 of the paths as they are, or with
+    /// no generation, when any working path was set aside). Runs before
+    /// the job starts.
     pub fn open(
-        dir: &OsStr,
+        name: &OsStr,
         paths: &[OsString],
         keep: u32,
         log: &Log,
     ) -> Result<(Self, Option<u64>), Error> {
-        let shown = dir.to_os_string();
+        let shown = name.to_os_string();
         let ckpts = paths.iter().map(Ckpt::new).collect::<Result<Vec<_>, _>>()?;
         for (i, c) in ckpts.iter().enumerate() {
             if ckpts[..i].iter().any(|o| o.name == c.name) {
@@ -152,45 +241,62 @@ impl Store {
                 ));
             }
         }
-        check_apart(dir, paths)?;
-        let c_dir = cstring(dir)?;
-        let created = match rustix::fs::stat(&c_dir) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => false,
-            Ok(_) => return Err(Error::usage(dir.display(), "is not a directory")),
-            Err(Errno::NOENT) => true,
-            Err(e) => return Err(Error::os(dir.display(), e)),
-        };
-        let store = if created {
-            Self::create(&shown, &c_dir, ckpts, keep)?
-        } else {
-            let fd = tree::open_named_dir(CWD, &c_dir).map_err(|e| Error::os(dir.display(), e))?;
-            Self {
-                shown,
-                dir: fd,
-                ckpts,
-                keep,
+        let as_path = Path::new(name);
+        let base = match as_path.file_name() {
+            Some(b) if !name.as_bytes().ends_with(b"/") && b.len() <= 240 => b,
+            _ => {
+                return Err(Error::usage(
+                    name.display(),
+                    "--store needs a file name (at most 240 bytes), not a path ending in / or ..",
+                ));
             }
         };
-        // One run per store: another would commit into it, clean its
-        // scratch, or take its coordinator for a stale one. Held until
-        // ckptrun exits (the descriptor is close-on-exec: no child keeps it).
+        check_apart(as_path, base, paths)?;
+        let parent_path = dir_of(as_path);
+        let parent = tree::open_named_dir(CWD, &cstring(parent_path.as_os_str())?)
+            .map_err(|e| Error::os(parent_path.display(), e))?;
+        let base = cstring(base)?;
+        match tree::stat(parent.as_fd(), &base) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                return Err(Error::usage(
+                    name.display(),
+                    "is a directory: a store of an older ckptrun (generations in directories); \
+                     this one keeps them in the files NAME.0, NAME.1, ...: move it away, or name another --store",
+                ));
+            }
+            _ => {}
+        }
+        let scratch = open_scratch(parent.as_fd(), &base).map_err(|e| {
+            Error::os(
+                format_args!("{}/.{}", parent_path.display(), base.to_string_lossy()),
+                e,
+            )
+        })?;
+        // One run per store: another would commit into it or clean its
+        // scratch. Held until ckptrun exits (the descriptor is
+        // close-on-exec: no child keeps it).
         rustix::fs::flock(
-            &store.dir,
+            &scratch,
             rustix::fs::FlockOperation::NonBlockingLockExclusive,
         )
         .map_err(|e| match e {
-            Errno::WOULDBLOCK => Error::usage(dir.display(), "is in use by another ckptrun"),
-            e => Error::os(dir.display(), e),
+            Errno::WOULDBLOCK => Error::usage(name.display(), "is in use by another ckptrun"),
+            e => Error::os(name.display(), e),
         })?;
+        let store = Self {
+            shown,
+            parent,
+            base,
+            scratch,
+            slots: keep + 1,
+            ckpts,
+        };
         store.clean_scratch(log).map_err(|f| store.error(f))?;
-        if created {
-            log.info(format_args!(
-                "created {} with generation 0: the job's starting state",
-                dir.display()
-            ));
+        if !store.any_slot().map_err(|f| store.error(f))? {
+            store.create(log).map_err(|f| store.error(f))?;
             return Ok((store, None));
         }
-        let newest = store.newest().map_err(|f| store.error(f))?;
+        let newest = store.newest(log).map_err(|f| store.error(f))?;
         match newest {
             Some(g) => store.restore(g, log).map_err(|f| store.error(f))?,
             None => {
@@ -202,40 +308,69 @@ impl Store {
         Ok((store, newest))
     }
 
-    /// Builds DIR with generation 0 under a temporary name, then renames
-    /// it into place: a DIR that exists is always complete.
-    fn create(shown: &OsStr, c_dir: &CStr, ckpts: Vec<Ckpt>, keep: u32) -> Result<Self, Error> {
-        let mut tmp = c_dir.to_bytes().to_vec();
-        tmp.extend_from_slice(b".ckptrun-new");
-        let tmp = CString::new(tmp).expect("no NUL: made from a CString");
-        let fail = |e| Error::os(shown.display(), e);
-        tree::remove(CWD, &tmp).map_err(fail)?;
-        rustix::fs::mkdir(&tmp, Mode::from_raw_mode(0o755)).map_err(fail)?;
-        let fd = tree::open_dir(CWD, &tmp).map_err(fail)?;
-        let store = Self {
-            shown: shown.to_os_string(),
-            dir: fd,
-            ckpts,
-            keep,
-        };
-        store.build(Take::Copy, 0).map_err(|f| store.error(f))?;
-        rustix::fs::rename(&tmp, c_dir).map_err(fail)?;
-        sync_parent(Path::new(shown)).map_err(fail)?;
-        Ok(store)
+    /// The first start: generation 0, the working paths as they are, and
+    /// every other slot empty.
+    fn create(&self, log: &Log) -> Result<(), Failed> {
+        self.write(0, b"", |w| self.pack_ckpts(w))?;
+        for slot in 1..self.slots {
+            let name = SlotName::new(&self.base, slot);
+            let file = rustix::fs::openat(
+                &self.parent,
+                name.c(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o644),
+            )
+            .map_err(at("create an empty slot"))?;
+            drop(file);
+        }
+        rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))?;
+        log.info(format_args!(
+            "created {}: generation 0 is the job's starting state",
+            self.slots_shown()
+        ));
+        Ok(())
     }
 
     fn error(&self, f: Failed) -> Error {
         Error::usage(self.shown.display(), f)
     }
 
-    /// Removes what an interrupted commit, prune or restore left.
+    /// `NAME.0 .. NAME.K`, for messages.
+    pub fn slots_shown(&self) -> impl fmt::Display + '_ {
+        struct Shown<'a>(&'a Store);
+        impl fmt::Display for Shown<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let last = self.0.slots - 1;
+                match last {
+                    0 => write!(f, "{}.0", self.0.shown.display()),
+                    _ => write!(f, "{0}.0 .. {0}.{last}", self.0.shown.display()),
+                }
+            }
+        }
+        Shown(self)
+    }
+
+    /// The slot file generation `g` is in (or goes to).
+    pub fn slot_of(&self, g: u64) -> impl fmt::Display + '_ {
+        struct Shown<'a>(&'a Store, u64);
+        impl fmt::Display for Shown<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let slot = self.1 % u64::from(self.0.slots);
+                write!(f, "{}.{slot}", self.0.shown.display())
+            }
+        }
+        Shown(self, g)
+    }
+
+    /// Removes what an interrupted commit or restart left.
     fn clean_scratch(&self, log: &Log) -> Result<(), Failed> {
-        for name in [BUILDING, TRASH] {
-            if tree::stat(self.dir.as_fd(), name).is_ok() {
-                tree::remove(self.dir.as_fd(), name).map_err(at("remove scratch"))?;
+        for name in [BUILDING, RESTORE] {
+            if tree::stat(self.scratch.as_fd(), name).is_ok() {
+                tree::remove(self.scratch.as_fd(), name).map_err(at("remove scratch"))?;
                 log.info(format_args!(
-                    "removed {}/{}: left by an interrupted commit",
-                    self.shown.display(),
+                    "removed {}/.{}/{}: left by an interrupted run",
+                    dir_of(Path::new(&self.shown)).display(),
+                    self.base.to_string_lossy(),
                     name.to_string_lossy()
                 ));
             }
@@ -248,17 +383,82 @@ impl Store {
         Ok(())
     }
 
-    /// The newest complete generation.
-    pub fn newest(&self) -> Result<Option<u64>, Failed> {
+    /// Whether any slot file (of any `--keep`) exists.
+    fn any_slot(&self) -> Result<bool, Failed> {
+        let mut any = false;
+        self.each_slot(|_, _| any = true)?;
+        Ok(any)
+    }
+
+    /// Calls `f` with each slot file there is (`NAME.K` for any K up to
+    /// MAX_KEEP, so that a store written with a larger `--keep` is read
+    /// whole) and its number.
+    fn each_slot(&self, mut f: impl FnMut(u32, &CStr)) -> Result<(), Failed> {
+        rustix::fs::seek(&self.parent, SeekFrom::Start(0)).map_err(at("read the directory"))?;
+        let base = self.base.to_bytes();
+        let mut buf = [MaybeUninit::uninit(); 4096];
+        let mut entries = RawDir::new(&self.parent, &mut buf);
+        while let Some(entry) = entries.next() {
+            let entry = entry.map_err(at("read the directory"))?;
+            let name = entry.file_name();
+            let Some(digits) = name
+                .to_bytes()
+                .strip_prefix(base)
+                .and_then(|r| r.strip_prefix(b"."))
+            else {
+                continue;
+            };
+            let slot = match digits {
+                [d] if d.is_ascii_digit() => u32::from(d - b'0'),
+                [a, b] if *a != b'0' && a.is_ascii_digit() && b.is_ascii_digit() => {
+                    u32::from(a - b'0') * 10 + u32::from(b - b'0')
+                }
+                _ => continue,
+            };
+            if slot <= MAX_KEEP {
+                f(slot, name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with each whole generation in the slots: its number and
+    /// its description. A slot that is not whole is logged and skipped.
+    fn each_generation(&self, log: &Log, mut f: impl FnMut(u64, &Meta)) -> Result<(), Failed> {
+        let mut slots = 0u128;
+        self.each_slot(|slot, _| slots |= 1 << slot)?;
+        for slot in (0..=MAX_KEEP).filter(|s| slots & (1 << s) != 0) {
+            let name = SlotName::new(&self.base, slot);
+            let file = match rustix::fs::openat(&self.parent, name.c(), read_flags(), Mode::empty())
+            {
+                Ok(file) => file,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(at("open a slot")(e)),
+            };
+            match read_meta(file.as_fd()) {
+                Ok(Some(meta)) => f(meta.generation().unwrap_or(0), &meta),
+                Ok(None) => {}
+                Err(Bad::Io(e)) => return Err(at("read a slot")(e)),
+                Err(bad) => log.warn(format_args!(
+                    "{}/{name}: {bad}; ignored",
+                    dir_of(Path::new(&self.shown)).display()
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest whole generation.
+    pub fn newest(&self, log: &Log) -> Result<Option<u64>, Failed> {
         let mut newest = None;
-        self.each_generation(|g| newest = newest.max(Some(g)))?;
+        self.each_generation(log, |g, _| newest = newest.max(Some(g)))?;
         Ok(newest)
     }
 
-    /// The newest generation older than `g`.
-    pub fn before(&self, g: u64) -> Result<Option<u64>, Failed> {
+    /// The newest whole generation older than `g`.
+    pub fn before(&self, g: u64, log: &Log) -> Result<Option<u64>, Failed> {
         let mut found = None;
-        self.each_generation(|n| {
+        self.each_generation(log, |n, _| {
             if n < g {
                 found = found.max(Some(n));
             }
@@ -266,84 +466,164 @@ impl Store {
         Ok(found)
     }
 
-    fn each_generation(&self, mut f: impl FnMut(u64)) -> Result<(), Failed> {
-        self.each_name(|name| {
-            if let Some(g) = GenName::parse(name) {
-                f(g);
+    /// Generation `g`'s archive, open for reading, and its description.
+    pub fn generation(&self, g: u64) -> Result<(OwnedFd, Meta), Failed> {
+        let name = SlotName::new(&self.base, (g % u64::from(self.slots)) as u32);
+        let file = rustix::fs::openat(&self.parent, name.c(), read_flags(), Mode::empty())
+            .map_err(at("open the generation"))?;
+        let torn = Failed {
+            step: "read the generation",
+            errno: Errno::IO,
+        };
+        match read_meta(file.as_fd()) {
+            Ok(Some(meta)) if meta.generation() == Some(g) => Ok((file, meta)),
+            Err(Bad::Io(e)) => Err(at("read the generation")(e)),
+            _ => Err(torn),
+        }
+    }
+
+    /// The scratch directory `.NAME`.
+    pub fn scratch(&self) -> BorrowedFd<'_> {
+        self.scratch.as_fd()
+    }
+
+    /// Its path (relative if NAME is).
+    pub fn scratch_path(&self) -> std::path::PathBuf {
+        let mut name = OsString::from(".");
+        name.push(OsStr::from_bytes(self.base.to_bytes()));
+        dir_of(Path::new(&self.shown)).join(name)
+    }
+
+    /// Writes generation `g`: its description (`extra`: more `key value`
+    /// lines), then what `fill` adds, in the scratch directory; fsyncs
+    /// it and renames it over its slot; fsyncs the directory.
+    fn write(
+        &self,
+        g: u64,
+        extra: &[u8],
+        fill: impl FnOnce(&mut Writer) -> rustix::io::Result<()>,
+    ) -> Result<(), Failed> {
+        let scratch = self.scratch.as_fd();
+        let out = rustix::fs::openat(
+            scratch,
+            BUILDING,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o644),
+        )
+        .map_err(at("create the archive"))?;
+        let mut meta = [0u8; META_MAX];
+        let mut len = 0;
+        let mut digits = [0u8; 20];
+        for part in [
+            &b"ckptrun store 1\ngeneration "[..],
+            decimal(&mut digits, g),
+            b"\n",
+            extra,
+        ] {
+            let to = meta
+                .get_mut(len..len + part.len())
+                .ok_or(at("describe the generation")(Errno::NAMETOOLONG))?;
+            to.copy_from_slice(part);
+            len += part.len();
+        }
+        let mut w = Writer::new(out.as_fd());
+        w.bytes(META, 0o644, &meta[..len])
+            .and_then(|()| fill(&mut w))
+            .and_then(|()| w.finish())
+            .map_err(at("write the archive"))?;
+        rustix::fs::fsync(&out).map_err(at("fsync the archive"))?;
+        let slot = SlotName::new(&self.base, (g % u64::from(self.slots)) as u32);
+        rustix::fs::renameat(scratch, BUILDING, &self.parent, slot.c())
+            .map_err(at("rename the archive into its slot"))?;
+        rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))
+    }
+
+    /// Each working path that exists, under its name.
+    fn pack_ckpts(&self, w: &mut Writer) -> rustix::io::Result<()> {
+        for c in &self.ckpts {
+            match tree::stat(c.parent.as_fd(), &c.name) {
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(e),
+                Ok(_) => w.tree(c.parent.as_fd(), &c.name, c.name.to_bytes())?,
             }
-        })
+        }
+        Ok(())
     }
 
-    /// DIR itself.
-    pub fn dir(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.dir.as_fd()
+    /// Commits the working paths as the next generation; returns its
+    /// number. See the module's notes for why an interruption at any
+    /// instant is safe.
+    pub fn commit(&self, take: Take, log: &Log) -> Result<u64, Failed> {
+        let g = self.next(log)?;
+        self.write(g, b"", |w| self.pack_ckpts(w))?;
+        self.committed(g, log);
+        if take == Take::Move {
+            for c in &self.ckpts {
+                if let Err(e) = tree::remove(c.parent.as_fd(), &c.name) {
+                    log.warn(format_args!(
+                        "{}: cannot remove the committed working copy: {}",
+                        c.path.display(),
+                        crate::sys::strerror(e.raw_os_error())
+                    ));
+                }
+            }
+        }
+        Ok(g)
     }
 
-    /// `gen.N`, for a path into generation `g`.
-    pub fn generation_name(g: u64) -> OsString {
-        OsStr::from_bytes(GenName::new(g).c().to_bytes()).to_os_string()
-    }
-
-    /// Makes `name` (a scratch name, starting with `.`) a new empty
-    /// directory in DIR, removing whatever an earlier run left there.
-    pub fn fresh_scratch(&self, name: &CStr) -> Result<(), Failed> {
-        let dir = self.dir.as_fd();
-        tree::remove(dir, name).map_err(at("remove scratch"))?;
-        rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o755)).map_err(at("create scratch"))
-    }
-
-    /// Commits the scratch directory `name`, complete, as the next
-    /// generation: everything in it fsync'd, then renamed to `gen.N` and
-    /// DIR fsync'd, as `commit` does with `.building`. Returns N.
-    pub fn adopt(&self, name: &CStr, log: &Log) -> Result<u64, Failed> {
-        let dir = self.dir.as_fd();
-        let g = self.newest()?.map_or(1, |n| n + 1);
-        tree::sync(dir, name).map_err(at("fsync the checkpoint"))?;
-        rustix::fs::renameat(dir, name, dir, GenName::new(g).c())
-            .map_err(at("rename it into the next generation"))?;
-        rustix::fs::fsync(dir).map_err(at("fsync the store"))?;
+    /// Commits, as the next generation, every entry of the directory
+    /// `dir` under its own name, with `extra` in its description; returns
+    /// its number.
+    pub fn commit_dir(&self, dir: BorrowedFd, extra: &[u8], log: &Log) -> Result<u64, Failed> {
+        let g = self.next(log)?;
+        self.write(g, extra, |w| {
+            rustix::fs::seek(dir, SeekFrom::Start(0))?;
+            let mut buf = [MaybeUninit::uninit(); 4096];
+            let mut entries = RawDir::new(dir, &mut buf);
+            while let Some(entry) = entries.next() {
+                let entry = entry?;
+                let name = entry.file_name();
+                if !matches!(name.to_bytes(), b"." | b"..") {
+                    w.tree(dir, name, name.to_bytes())?;
+                }
+            }
+            Ok(())
+        })?;
         self.committed(g, log);
         Ok(g)
     }
 
-    /// Calls `f` with the name of every entry in the store.
-    fn each_name(&self, mut f: impl FnMut(&CStr)) -> Result<(), Failed> {
-        rustix::fs::seek(&self.dir, SeekFrom::Start(0)).map_err(at("read the store"))?;
-        let mut buf = [MaybeUninit::uninit(); 4096];
-        let mut entries = RawDir::new(&self.dir, &mut buf);
-        while let Some(entry) = entries.next() {
-            f(entry.map_err(at("read the store"))?.file_name());
-        }
-        Ok(())
+    /// The number the next generation gets.
+    fn next(&self, log: &Log) -> Result<u64, Failed> {
+        Ok(self.newest(log)?.map_or(1, |n| n + 1))
+    }
+
+    fn committed(&self, g: u64, log: &Log) {
+        log.info(format_args!(
+            "committed generation {g} to {}",
+            self.slot_of(g)
+        ));
     }
 
     /// Replaces every working path with a private copy of generation `g`;
     /// a path `g` does not hold is set aside.
     pub fn restore(&self, g: u64, log: &Log) -> Result<(), Failed> {
-        let gen_dir =
-            tree::open_dir(self.dir.as_fd(), GenName::new(g).c()).map_err(at("open generation"))?;
-        for c in &self.ckpts {
-            match tree::stat(gen_dir.as_fd(), &c.name) {
-                Err(Errno::NOENT) => {
-                    c.set_aside(log)?;
-                    continue;
-                }
-                Err(e) => return Err(at("read generation")(e)),
-                Ok(_) => {}
-            }
-            let parent = c.parent.as_fd();
-            tree::remove(parent, &c.new).map_err(at("restore"))?;
-            tree::copy(gen_dir.as_fd(), &c.name, parent, &c.new).map_err(at("restore (copy)"))?;
-            c.swap_in().map_err(at("restore (swap in)"))?;
-            rustix::fs::fsync(parent).map_err(at("restore (fsync)"))?;
-        }
         if self.ckpts.is_empty() {
             return Ok(());
         }
+        let (file, _) = self.generation(g)?;
+        for c in &self.ckpts {
+            let parent = c.parent.as_fd();
+            tree::remove(parent, &c.new).map_err(at("restore"))?;
+            if !c.extract(file.as_fd())? {
+                c.set_aside(log)?;
+                continue;
+            }
+            c.swap_in().map_err(at("restore (swap in)"))?;
+        }
         log.info(format_args!(
-            "working copy restored from {}/{}",
-            self.shown.display(),
-            GenName::new(g).c().to_string_lossy()
+            "working copy restored from generation {g} ({})",
+            self.slot_of(g)
         ));
         Ok(())
     }
@@ -355,137 +635,60 @@ impl Store {
         }
     }
 
-    /// Commits the working paths as the next generation; returns its
-    /// number. See the module's notes for why an interruption at any
-    /// instant is safe.
-    pub fn commit(&self, take: Take, log: &Log) -> Result<u64, Failed> {
-        let g = self.newest()?.map_or(1, |n| n + 1);
-        self.build(take, g)?;
-        self.committed(g, log);
-        Ok(g)
-    }
-
-    /// Builds generation `g` from the working paths (those that exist):
-    /// in `.building`, each fsync'd, then renamed to `gen.g`, DIR fsync'd.
-    fn build(&self, take: Take, g: u64) -> Result<(), Failed> {
-        let dir = self.dir.as_fd();
-        tree::remove(dir, BUILDING).map_err(at("remove scratch"))?;
-        rustix::fs::mkdirat(dir, BUILDING, Mode::from_raw_mode(0o755))
-            .map_err(at("create .building"))?;
-        let building = tree::open_dir(dir, BUILDING).map_err(at("open .building"))?;
-        for c in &self.ckpts {
-            let parent = c.parent.as_fd();
-            match tree::stat(parent, &c.name) {
-                Err(Errno::NOENT) => continue,
-                Err(e) => return Err(at("look at the checkpoint")(e)),
-                Ok(_) => {}
-            }
-            if take == Take::Move {
-                tree::sync(parent, &c.name).map_err(at("fsync the checkpoint"))?;
-                match rustix::fs::renameat(parent, &c.name, &building, &c.name) {
-                    Ok(()) => continue,
-                    // The store is on another filesystem: copy instead.
-                    Err(Errno::XDEV) => {}
-                    Err(e) => return Err(at("move the checkpoint into the store")(e)),
-                }
-            }
-            tree::copy(parent, &c.name, building.as_fd(), &c.name)
-                .map_err(at("copy the checkpoint into the store"))?;
-        }
-        rustix::fs::fsync(&building).map_err(at("fsync .building"))?;
-        rustix::fs::renameat(dir, BUILDING, dir, GenName::new(g).c())
-            .map_err(at("rename .building"))?;
-        rustix::fs::fsync(dir).map_err(at("fsync the store"))
-    }
-
-    /// Generation `g` is committed: says so, and prunes. A failure to
-    /// prune is logged, not the commit's (`g` is there and complete).
-    fn committed(&self, g: u64, log: &Log) {
-        log.info(format_args!(
-            "committed {}/{}",
-            self.shown.display(),
-            GenName::new(g).c().to_string_lossy()
-        ));
-        if let Err(f) = self.prune(log) {
-            log.warn(format_args!(
-                "{}: removing older generations failed: {f}; the next commit tries again",
-                self.shown.display()
-            ));
-        }
-    }
-
-    /// Retires generations beyond the newest and `keep` older ones.
-    fn prune(&self, log: &Log) -> Result<(), Failed> {
-        let Some(mut oldest_kept) = self.newest()? else {
-            return Ok(());
-        };
-        for _ in 0..self.keep {
-            match self.before(oldest_kept)? {
-                Some(g) => oldest_kept = g,
-                None => return Ok(()),
-            }
-        }
-        while let Some(g) = self.before(oldest_kept)? {
-            self.retire(GenName::new(g).c())?;
-            log.info(format_args!(
-                "removed {}/{} (--keep {})",
-                self.shown.display(),
-                GenName::new(g).c().to_string_lossy(),
-                self.keep
-            ));
-        }
-        Ok(())
-    }
-
-    /// Renames `name` to `.trash` (so a half-removed generation is never
-    /// mistaken for a whole one), then removes it.
-    fn retire(&self, name: &CStr) -> Result<(), Failed> {
-        let dir = self.dir.as_fd();
-        tree::remove(dir, TRASH).map_err(at("remove scratch"))?;
-        rustix::fs::renameat(dir, name, dir, TRASH).map_err(at("retire a generation"))?;
-        rustix::fs::fsync(dir).map_err(at("fsync the store"))?;
-        tree::remove(dir, TRASH).map_err(at("remove a retired generation"))
-    }
-
-    /// Generation `bad` would not restart: keeps it as `failed.gen.N` (the
-    /// only one kept) and restores the one before it. Returns that one.
+    /// Generation `bad` would not restart: moves it to `.NAME/failed`
+    /// (the only one kept there), leaves an empty file in its slot (which
+    /// HTCondor then uploads over the bad one), and restores the
+    /// generation before it. Returns that one.
     pub fn fall_back(&self, bad: u64, log: &Log) -> Result<Option<u64>, Failed> {
-        let Some(previous) = self.before(bad)? else {
+        let Some(previous) = self.before(bad, log)? else {
             return Ok(None);
         };
-        let dir = self.dir.as_fd();
-        let mut failed = *b"failed.gen.0000000000\0";
-        failed[7..21].copy_from_slice(&GenName::new(bad).0[..14]);
-        let failed = CStr::from_bytes_with_nul(&failed).expect("one NUL, at the end");
-        self.remove_failed()?;
-        rustix::fs::renameat(dir, GenName::new(bad).c(), dir, failed)
+        let slot = SlotName::new(&self.base, (bad % u64::from(self.slots)) as u32);
+        rustix::fs::renameat(&self.parent, slot.c(), &self.scratch, FAILED)
             .map_err(at("set the failed generation aside"))?;
-        rustix::fs::fsync(dir).map_err(at("fsync the store"))?;
+        let empty = rustix::fs::openat(
+            &self.parent,
+            slot.c(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .map_err(at("empty the failed generation's slot"))?;
+        drop(empty);
+        rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))?;
         log.warn(format_args!(
-            "kept {}/{}; falling back to {}",
-            self.shown.display(),
-            failed.to_string_lossy(),
-            GenName::new(previous).c().to_string_lossy()
+            "kept generation {bad} as {}/.{}/failed; falling back to generation {previous}",
+            dir_of(Path::new(&self.shown)).display(),
+            self.base.to_string_lossy()
         ));
         self.restore(previous, log)?;
         Ok(Some(previous))
     }
+}
 
-    fn remove_failed(&self) -> Result<(), Failed> {
-        // At most one is kept, so one pass finds it; its name is copied
-        // out of the directory buffer before it is retired.
-        let mut found = [0u8; 32];
-        self.each_name(|name| {
-            let name = name.to_bytes_with_nul();
-            if name.starts_with(b"failed.gen.") && name.len() <= found.len() {
-                found[..name.len()].copy_from_slice(name);
-            }
-        })?;
-        match CStr::from_bytes_until_nul(&found) {
-            Ok(name) if !name.is_empty() => self.retire(name),
-            _ => Ok(()),
-        }
+/// The slot files of the store `name` with `keep` older generations, as
+/// paths: what must travel with the job.
+pub fn slot_paths(name: &OsStr, keep: u32) -> Vec<OsString> {
+    (0..=keep)
+        .map(|slot| {
+            let mut path = name.to_os_string();
+            path.push(format!(".{slot}"));
+            path
+        })
+        .collect()
+}
+
+/// Opens (creating it if need be) the scratch directory `.NAME` in
+/// `parent`: a directory of our own, never a symlink.
+fn open_scratch(parent: BorrowedFd, base: &CStr) -> rustix::io::Result<OwnedFd> {
+    let mut name = Vec::with_capacity(base.to_bytes().len() + 1);
+    name.push(b'.');
+    name.extend_from_slice(base.to_bytes());
+    let name = CString::new(name).map_err(|_| Errno::INVAL)?;
+    match rustix::fs::mkdirat(parent, &name, Mode::from_raw_mode(0o755)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e),
     }
+    tree::open_dir(parent, &name)
 }
 
 impl Ckpt {
@@ -531,6 +734,32 @@ impl Ckpt {
     pub fn identity(&self) -> Option<(u64, u64)> {
         let st = tree::stat(self.parent.as_fd(), &self.name).ok()?;
         Some((st.st_dev, st.st_ino))
+    }
+
+    /// Extracts this path's members of the archive `file` as `new`;
+    /// whether the archive holds it.
+    fn extract(&self, file: BorrowedFd) -> Result<bool, Failed> {
+        let name = self.name.to_bytes();
+        let parent = self.parent.as_fd();
+        let mut found = false;
+        let new = archive::PathBuf::from(self.new.to_bytes()).map_err(at("restore"))?;
+        let done = archive::each_member(file, |m| {
+            let to = if m.path.as_bytes() == name {
+                found = true;
+                new.clone()
+            } else if let Some(rest) = m.path.below(name) {
+                new.joined(rest)?
+            } else {
+                return Ok(true);
+            };
+            archive::extract(file, m, parent, to.c())?;
+            Ok(true)
+        });
+        match done {
+            Ok(()) => Ok(found),
+            Err(Bad::Io(e)) => Err(at("restore (extract)")(e)),
+            Err(_) => Err(at("restore (extract)")(Errno::IO)),
+        }
     }
 
     /// Moves the restored copy at `new` into place at `name`.
@@ -589,12 +818,20 @@ impl Ckpt {
 }
 
 /// The store and the working paths must not hold one another: the job
-/// would overwrite the store, or a commit copy the store into itself.
-fn check_apart(store: &OsStr, paths: &[OsString]) -> Result<(), Error> {
-    let store_at = resolved(Path::new(store));
+/// would overwrite a generation, or a commit copy the store into itself.
+fn check_apart(store: &Path, base: &OsStr, paths: &[OsString]) -> Result<(), Error> {
+    let parent_at = resolved(dir_of(store));
     for path in paths {
         let path_at = resolved(Path::new(path));
-        if store_at.starts_with(&path_at) || path_at.starts_with(&store_at) {
+        let name = path_at.file_name().map(OsStr::as_bytes).unwrap_or(b"");
+        let ours = |n: &[u8]| {
+            n.strip_prefix(b".")
+                .unwrap_or(n)
+                .strip_prefix(base.as_bytes())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"."))
+        };
+        let beside = path_at.parent() == Some(parent_at.as_path()) && ours(name);
+        if parent_at.starts_with(&path_at) || beside {
             return Err(Error::usage(
                 store.display(),
                 format_args!(
@@ -622,10 +859,8 @@ fn cstring(s: &OsStr) -> Result<CString, Error> {
     CString::new(s.as_bytes()).map_err(|_| Error::usage(s.display(), "contains a NUL byte"))
 }
 
-/// fsyncs the directory holding `path`, so that a rename there is durable.
-fn sync_parent(path: &Path) -> Result<(), Errno> {
-    let parent = CString::new(dir_of(path).as_os_str().as_bytes()).map_err(|_| Errno::INVAL)?;
-    rustix::fs::fsync(tree::open_named_dir(CWD, &parent)?)
+fn read_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY
 }
 
 #[cfg(test)]
@@ -633,11 +868,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn generation_names() {
-        assert_eq!(GenName::new(42).c(), c"gen.0000000042");
-        assert_eq!(GenName::parse(c"gen.0000000042"), Some(42));
-        for bad in [c"gen.42", c"gen.00000000x2", c".gen.0000000042", c"gen."] {
-            assert_eq!(GenName::parse(bad), None, "{bad:?}");
-        }
+    fn slot_names() {
+        assert_eq!(SlotName::new(c"ckptrun.store", 0).c(), c"ckptrun.store.0");
+        assert_eq!(SlotName::new(c"s", 12).c(), c"s.12");
+    }
+
+    #[test]
+    fn a_description_gives_its_values() {
+        let mut meta = Meta {
+            buf: [0; META_MAX],
+            len: 0,
+        };
+        let text = b"ckptrun store 1\ngeneration 42\ncwd /a b\n";
+        meta.buf[..text.len()].copy_from_slice(text);
+        meta.len = text.len();
+        assert_eq!(meta.generation(), Some(42));
+        assert_eq!(meta.get(b"cwd"), Some(&b"/a b"[..]));
+        assert_eq!(meta.get(b"images-dir"), None);
     }
 }

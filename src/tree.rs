@@ -1,8 +1,8 @@
-//! File trees named relative to a directory descriptor: copy, make
-//! durable, remove, and fingerprint a file or a directory with all it
-//! holds. Used to commit and restore checkpoints while and after the job
-//! runs, so nothing here allocates: names come from the kernel's own
-//! directory entries, buffers are on the stack, and recursion is bounded.
+//! File trees named relative to a directory descriptor: remove, and
+//! fingerprint a file or a directory with all it holds. Used while and
+//! after the job runs, so nothing here allocates: names come from the
+//! kernel's own directory entries, buffers are on the stack, and
+//! recursion is bounded.
 
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
@@ -17,117 +17,6 @@ const MAX_DEPTH: u32 = 32;
 
 /// Room for a batch of directory entries.
 const DIRENT_BUF: usize = 4096;
-
-/// Copies `name` in `src` (a file, a symlink or a directory tree) to the
-/// new name `to` in `dst`, and makes the copy durable: each file and
-/// directory is fsync'd. Files are cloned (FICLONE) where the filesystem
-/// shares blocks, else copied in the kernel (copy_file_range), else read
-/// and written.
-pub fn copy(src: BorrowedFd, name: &CStr, dst: BorrowedFd, to: &CStr) -> Result<()> {
-    copy_at(src, name, dst, to, 0)
-}
-
-fn copy_at(src: BorrowedFd, name: &CStr, dst: BorrowedFd, to: &CStr, depth: u32) -> Result<()> {
-    let st = stat(src, name)?;
-    let mode = Mode::from_raw_mode(st.st_mode & 0o7777);
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => copy_file(src, name, dst, to, mode),
-        FileType::Symlink => copy_symlink(src, name, dst, to),
-        FileType::Directory => {
-            if depth >= MAX_DEPTH {
-                return Err(Errno::LOOP);
-            }
-            // Owner write and search, to fill it; the rest as it was.
-            rustix::fs::mkdirat(dst, to, mode | Mode::RWXU)?;
-            let into = open_dir(dst, to)?;
-            each_entry(src, name, depth, |from, child| {
-                copy_at(from, child, into.as_fd(), child, depth + 1)
-            })?;
-            rustix::fs::fsync(&into)
-        }
-        // FIFOs, sockets, devices: not checkpoint data.
-        _ => Err(Errno::OPNOTSUPP),
-    }
-}
-
-fn copy_file(src: BorrowedFd, name: &CStr, dst: BorrowedFd, to: &CStr, mode: Mode) -> Result<()> {
-    let from = rustix::fs::openat(src, name, read_flags(), Mode::empty())?;
-    let into = rustix::fs::openat(
-        dst,
-        to,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        mode,
-    )?;
-    if rustix::fs::ioctl_ficlone(&into, &from).is_err() {
-        let len = rustix::fs::fstat(&from)?.st_size as u64;
-        copy_range(&from, &into, len)?;
-    }
-    rustix::fs::fsync(&into)
-}
-
-/// Copies `len` bytes in the kernel; falls back to read and write where
-/// copy_file_range cannot (across filesystems on old kernels, some FUSE
-/// and network filesystems).
-fn copy_range(from: &OwnedFd, into: &OwnedFd, len: u64) -> Result<()> {
-    let mut done = 0u64;
-    while done < len {
-        let chunk = (len - done).min(1 << 30) as usize;
-        match rustix::fs::copy_file_range(from, None, into, None, chunk) {
-            Ok(0) => return Ok(()), // it shrank; what is there is copied
-            Ok(n) => done += n as u64,
-            Err(Errno::INTR) => {}
-            Err(Errno::XDEV | Errno::NOSYS | Errno::INVAL | Errno::OPNOTSUPP) if done == 0 => {
-                return copy_by_reading(from, into);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-fn copy_by_reading(from: &OwnedFd, into: &OwnedFd) -> Result<()> {
-    let mut buf = [0u8; 64 * 1024];
-    loop {
-        let n = crate::sys::read_fill(from, &mut buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        crate::sys::write_all(into, &buf[..n])?;
-    }
-}
-
-fn copy_symlink(src: BorrowedFd, name: &CStr, dst: BorrowedFd, to: &CStr) -> Result<()> {
-    let mut buf = [MaybeUninit::uninit(); 4096];
-    let (target, _) = rustix::fs::readlinkat_raw(src, name, &mut buf)?;
-    // The target with a NUL after it, on the stack (a &[u8] path longer
-    // than 255 bytes would be copied to the heap by rustix).
-    let mut with_nul = [0u8; 4097];
-    let len = target.len().min(4096);
-    with_nul[..len].copy_from_slice(&target[..len]);
-    let target = CStr::from_bytes_until_nul(&with_nul).map_err(|_| Errno::INVAL)?;
-    rustix::fs::symlinkat(target, dst, to)
-}
-
-/// Makes `name` durable: fsyncs it and, for a directory, everything in
-/// it. (The caller fsyncs the directory holding `name`.)
-pub fn sync(dir: BorrowedFd, name: &CStr) -> Result<()> {
-    sync_at(dir, name, 0)
-}
-
-fn sync_at(dir: BorrowedFd, name: &CStr, depth: u32) -> Result<()> {
-    let st = stat(dir, name)?;
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => {
-            let file = rustix::fs::openat(dir, name, read_flags(), Mode::empty())?;
-            rustix::fs::fsync(&file)
-        }
-        FileType::Directory => {
-            let d = each_entry(dir, name, depth, |d, child| sync_at(d, child, depth + 1))?;
-            rustix::fs::fsync(&d)
-        }
-        _ => Ok(()),
-    }
-}
 
 /// Removes `name` (a file, a symlink, or a directory and all it holds).
 /// Nothing there is not an error.
@@ -294,10 +183,6 @@ pub fn open_dir(dir: BorrowedFd, name: &CStr) -> Result<OwnedFd> {
     )
 }
 
-fn read_flags() -> OFlags {
-    OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY
-}
-
 fn is_dot(name: &CStr) -> bool {
     matches!(name.to_bytes(), b"." | b"..")
 }
@@ -321,25 +206,17 @@ mod tests {
     }
 
     #[test]
-    fn copies_a_tree_with_a_symlink_and_removes_it() {
-        let dir = scratch("copy");
-        let src = dir.join("src");
-        std::fs::create_dir_all(src.join("sub/deeper")).unwrap();
-        std::fs::write(src.join("a"), vec![7u8; 200_000]).unwrap();
-        std::fs::write(src.join("sub/deeper/b"), b"bee").unwrap();
-        std::os::unix::fs::symlink("../a", src.join("sub/link")).unwrap();
-        copy(CWD, &c(&src), CWD, &c(&dir.join("dst"))).unwrap();
-        let dst = dir.join("dst");
-        assert_eq!(std::fs::read(dst.join("a")).unwrap(), vec![7u8; 200_000]);
-        assert_eq!(std::fs::read(dst.join("sub/deeper/b")).unwrap(), b"bee");
-        assert_eq!(
-            std::fs::read_link(dst.join("sub/link")).unwrap(),
-            Path::new("../a")
-        );
-        remove(CWD, &c(&dst)).unwrap();
-        assert!(!dst.exists());
-        assert!(src.join("sub/deeper/b").exists(), "the source is untouched");
-        remove(CWD, &c(&dst)).unwrap();
+    fn removes_a_tree_with_a_symlink_but_not_its_target() {
+        let dir = scratch("remove");
+        let tree = dir.join("t");
+        std::fs::create_dir_all(tree.join("sub/deeper")).unwrap();
+        std::fs::write(tree.join("sub/deeper/b"), b"bee").unwrap();
+        std::fs::write(dir.join("outside"), b"kept").unwrap();
+        std::os::unix::fs::symlink("../../outside", tree.join("sub/link")).unwrap();
+        remove(CWD, &c(&tree)).unwrap();
+        assert!(!tree.exists());
+        assert_eq!(std::fs::read(dir.join("outside")).unwrap(), b"kept");
+        remove(CWD, &c(&tree)).unwrap();
     }
 
     #[test]

@@ -366,3 +366,59 @@ fn a_job_that_does_not_checkpoint_in_time_is_killed() {
     assert_eq!(out.code(), Some(124), "{}", out.stderr);
     assert!(out.stderr.contains("did not checkpoint and exit in time"));
 }
+
+/// The modification time of `path`, in whole seconds.
+fn mtime(path: &std::path::Path) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().mtime()
+}
+
+#[test]
+fn under_htcondor_the_jobs_real_end_marks_stdout_and_stderr_changed() {
+    // HTCondor's final transfer returns only files changed in the last
+    // run: output from before an eviction must be marked changed.
+    let sandbox = Sandbox::with_job("mark-output");
+    let old = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let ckptrun = |end: &str, under_htcondor: bool| {
+        let (out, err) = (
+            sandbox.path(format!("{end}.out")),
+            sandbox.path(format!("{end}.err")),
+        );
+        for file in [&out, &err] {
+            std::fs::write(file, "from before the eviction\n").unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(file)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        let args: &[&str] = match end {
+            "exit" => &["--", "true"],                         // writes nothing
+            _ => &["--interval", "0.2", "./job", "1000", "5"], // exit 85
+        };
+        let mut cmd = sandbox.ckptrun(args);
+        cmd.env_remove("_CONDOR_SCRATCH_DIR")
+            .env_remove("CONDOR_JOB_VERBOSE") // writes nothing itself
+            .stdout(std::fs::File::options().append(true).open(&out).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&err).unwrap());
+        if under_htcondor {
+            cmd.env("_CONDOR_SCRATCH_DIR", &sandbox.dir);
+        }
+        let status = cmd.status().unwrap();
+        let _ = std::fs::remove_file(sandbox.path("job.ckpt"));
+        (status.code(), mtime(&out), mtime(&err))
+    };
+    let before = mtime(&sandbox.path("job")) - 60;
+    let (code, out, err) = ckptrun("exit", true);
+    assert_eq!(code, Some(0));
+    assert!(out > before && err > before, "not marked: {out} {err}");
+    // A checkpoint is no end: HTCondor uploads stdout and stderr anyway.
+    let (code, out, err) = ckptrun("ckpt", true);
+    assert_eq!(code, Some(85));
+    assert_eq!((out, err), (1_000_000_000, 1_000_000_000));
+    // Outside HTCondor nothing is touched.
+    let (code, out, err) = ckptrun("exit", false);
+    assert_eq!(code, Some(0));
+    assert_eq!((out, err), (1_000_000_000, 1_000_000_000));
+}

@@ -8,9 +8,10 @@
 //! Each round: a fresh sandbox copied from the spool; ckptrun in it; then
 //! at random let it run, evict it (SIGTERM, then SIGKILL for everything
 //! after a "vacate time" sometimes shorter than a checkpoint takes), or
-//! crash the machine (SIGKILL for everything, no warning). Exit 85 sends
-//! the store to the spool, an eviction the whole sandbox, a crash nothing;
-//! a transfer replaces the spool all at once, as HTCondor's does.
+//! crash the machine (SIGKILL for everything, no warning). Exit 85 and an
+//! eviction send the sandbox's top-level files to the spool (never a
+//! directory: what HTCondor 24.0 was seen to do with no transfer lists),
+//! merged over what the spool held, all at once; a crash sends nothing.
 //!
 //! Random choices come from a seed printed first; rerun a failure with
 //! `CKPTRUN_HARNESS_SEED=N cargo test --test harness`.
@@ -23,7 +24,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CKPTRUN, Rng, clock_seed, self_fixture, signal, wait_at_most, wait_until_handled};
+use common::{
+    CKPTRUN, Rng, clock_seed, generation_of, self_fixture, signal, slots, tar_member, wait_at_most,
+    wait_until_handled,
+};
 
 const STATE: &str = "state";
 const STORE: &str = "ckptrun.store";
@@ -162,7 +166,7 @@ fn condor_loop(job: Job) {
             fs::symlink_metadata(&working).is_ok()
                 && verify_state(&working, job.dir_state).is_err(),
         );
-        let scratch_at_start = scratch_in(&sandbox.join(STORE));
+        let scratch_at_start = scratch_in(&sandbox);
         if let Some(old) = previous.replace(sandbox.clone()) {
             let _ = fs::remove_dir_all(old);
         }
@@ -183,31 +187,27 @@ fn condor_loop(job: Job) {
             fail(format!("{action:?}: {}", ended(status)));
         }
         tally.exits_85 += u32::from(code == Some(CHECKPOINTED));
-        let scratch = scratch_in(&sandbox.join(STORE));
+        let scratch = scratch_in(&sandbox);
         tally.scratch_left += u32::from(
             status.signal().is_some() && !scratch.is_empty() && scratch != scratch_at_start,
         );
         // Stricter than HTCondor needs: even where nothing is transferred,
         // a kill must never leave a torn generation behind.
-        if let Err(why) = check_store(&sandbox.join(STORE), job.dir_state) {
+        if let Err(why) = check_store(&sandbox, job.dir_state) {
             fail(format!(
                 "{action:?}, {}, in the sandbox: {why}",
                 ended(status)
             ));
         }
 
-        if evicted {
-            transfer(&spool, |incoming| copy_tree(&sandbox, incoming));
-        } else if code == Some(CHECKPOINTED) {
-            if !sandbox.join(STORE).is_dir() {
-                fail(format!("{action:?}: exit 85 but no {STORE} in the sandbox"));
-            }
-            transfer(&spool, |incoming| {
-                transfer_checkpoint(&spool, &sandbox, incoming)
-            });
+        if code == Some(CHECKPOINTED) && slots(&sandbox, STORE).is_empty() {
+            fail(format!(
+                "{action:?}: exit 85 but no {STORE}.N in the sandbox"
+            ));
         }
         if evicted || code == Some(CHECKPOINTED) {
-            let generations = check_store(&spool.join(STORE), job.dir_state)
+            transfer(&spool, |incoming| upload(&spool, &sandbox, incoming));
+            let generations = check_store(&spool, job.dir_state)
                 .unwrap_or_else(|why| fail(format!("{action:?}, {}: {why}", ended(status))));
             let latest = generations.iter().max().copied();
             if code == Some(CHECKPOINTED) && latest.is_none() {
@@ -272,14 +272,15 @@ fn condor_loop(job: Job) {
     );
 }
 
-/// What exit 85 uploads (transfer_checkpoint_files = the store, plus
-/// stdout and stderr) laid over the spool's files.
-fn transfer_checkpoint(spool: &Path, sandbox: &Path, incoming: &Path) {
+/// What an eviction or exit 85 uploads with no transfer lists: the
+/// sandbox's top-level files (not its directories), laid over the
+/// spool's.
+fn upload(spool: &Path, sandbox: &Path, incoming: &Path) {
     copy_tree(spool, incoming);
-    let _ = fs::remove_dir_all(incoming.join(STORE));
-    copy_tree(&sandbox.join(STORE), &incoming.join(STORE));
-    for output in ["ckptrun.out", "ckptrun.err"] {
-        let _ = fs::copy(sandbox.join(output), incoming.join(output));
+    for entry in fs::read_dir(sandbox).unwrap().flatten() {
+        if entry.file_type().unwrap().is_file() && entry.file_name() != "self_job" {
+            fs::copy(entry.path(), incoming.join(entry.file_name())).unwrap();
+        }
     }
 }
 
@@ -354,12 +355,11 @@ fn wait_for_exit(ckptrun: &mut Child, sandbox: &Path, when: When) -> Option<Exit
         When::In(ms) => Duration::from_millis(ms),
         When::IntoCommit(us) => {
             // A commit starts when the job has exited (having written its
-            // checkpoint) and shows as a change in the store.
-            let store = sandbox.join(STORE);
-            let before = names_in(&store);
+            // checkpoint) and shows as an archive begun in the scratch.
+            let building = sandbox.join(".ckptrun.store/building");
             let deadline = Instant::now() + Duration::from_secs(5);
             let mut job = None;
-            while names_in(&store) == before && Instant::now() < deadline {
+            while !building.exists() && Instant::now() < deadline {
                 if let Some(status) = ckptrun.try_wait().unwrap() {
                     return Some(status);
                 }
@@ -376,11 +376,9 @@ fn wait_for_exit(ckptrun: &mut Child, sandbox: &Path, when: When) -> Option<Exit
     wait_at_most(ckptrun, wait)
 }
 
-/// The store's scratch: names starting with `.`.
-fn scratch_in(store: &Path) -> Vec<std::ffi::OsString> {
-    let mut names = names_in(store);
-    names.retain(|n| n.as_encoded_bytes().starts_with(b"."));
-    names
+/// What is in the store's scratch directory.
+fn scratch_in(sandbox: &Path) -> Vec<std::ffi::OsString> {
+    names_in(&sandbox.join(".ckptrun.store"))
 }
 
 fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
@@ -541,30 +539,36 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// (number, step) of each generation in `store`, or why one is not a
-/// valid state of the job.
-fn check_store(store: &Path, dir_state: bool) -> Result<Vec<(u64, u64)>, String> {
-    let Ok(entries) = fs::read_dir(store) else {
-        return Ok(Vec::new());
-    };
+/// (number, step) of each generation of the store in `dir`, or why one
+/// is not a valid state of the job. GNU tar reads the archives.
+fn check_store(dir: &Path, dir_state: bool) -> Result<Vec<(u64, u64)>, String> {
     let mut generations = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(number) = name
-            .strip_prefix("gen.")
-            .filter(|n| n.len() == 10 && n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue; // scratch (".*") or not ckptrun's
+    for slot in slots(dir, STORE) {
+        if fs::metadata(&slot).map_or(0, |m| m.len()) == 0 {
+            continue; // an empty slot
+        }
+        let Some(number) = generation_of(&slot) else {
+            return Err(format!("{} is not a whole archive", slot.display()));
         };
-        let number = number.parse().unwrap();
-        let state = entry.path().join(STATE);
+        let member = |name: &str| {
+            tar_member(&slot, name).ok_or_else(|| format!("{} lacks {name}", slot.display()))
+        };
         // Generation 0 is the starting state, which may be "none yet".
-        if number == 0 && fs::symlink_metadata(&state).is_err() {
+        if number == 0 && tar_member(&slot, STATE).is_none() {
             generations.push((0, 0));
             continue;
         }
-        let (step, _) = verify_state(&state, dir_state)
-            .map_err(|why| format!("committed generation {} is torn: {why}", state.display()))?;
+        let torn = |why: String| format!("committed generation {number} is torn: {why}");
+        let step = if dir_state {
+            let (step_a, low) = parse_state(&member("state/a")?, 1).map_err(torn)?;
+            let (step_b, high) = parse_state(&member("state/b")?, 2).map_err(torn)?;
+            if step_a != step_b || low >> 32 != 0 || high >> 32 != 0 {
+                return Err(torn(format!("halves from steps {step_a}, {step_b}")));
+            }
+            step_a
+        } else {
+            parse_state(&member(STATE)?, 0).map_err(torn)?.0
+        };
         generations.push((number, step));
     }
     Ok(generations)

@@ -98,7 +98,8 @@ fn the_32bit_ckptrun_runs_the_cycle_too() {
     assert_eq!(read_report(&report).personality, "00a40008");
     let out = run(std::process::Command::new(ckptrun_i686())
         .args(["./job", "100", "1"])
-        .current_dir(&sandbox.dir));
+        .current_dir(&sandbox.dir)
+        .env("CONDOR_JOB_VERBOSE", "1"));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
     let out = run(std::process::Command::new(ckptrun_i686()).arg("--version"));

@@ -52,9 +52,16 @@ fn self_sh(sandbox: &Sandbox, extra: &[&str], script: &str) -> Command {
     sandbox.ckptrun(&args)
 }
 
+const STORE: &str = "ckptrun.store";
+
+/// What generation `g` holds for `state`, as GNU tar reads it.
+fn committed(sandbox: &Sandbox, g: u64) -> Vec<u8> {
+    tar_member(&slot_of(&sandbox.dir, STORE, g), "state").expect("state in the generation")
+}
+
 /// What the first commit (generation 1) holds for `state`.
 fn first_commit(sandbox: &Sandbox) -> Vec<u8> {
-    std::fs::read(sandbox.path("ckptrun.store/gen.0000000001/state")).unwrap()
+    committed(sandbox, 1)
 }
 
 /// What an uninterrupted run writes to RESULT (a directory state: `dir`).
@@ -86,18 +93,20 @@ fn checkpoints_commit_and_restarts_resume_to_the_uninterrupted_result() {
             break;
         }
         assert_eq!(out.code(), Some(85), "{}", out.stderr);
-        assert!(out.stderr.contains("committed ckptrun.store/gen."));
+        assert!(
+            out.stderr.contains("committed generation"),
+            "{}",
+            out.stderr
+        );
     }
     assert_eq!(exits, [Some(85), Some(85), Some(85), Some(0)]);
     assert_eq!(
         std::fs::read_to_string(sandbox.path("result")).unwrap(),
         reference(100, false)
     );
-    // The newest and one older generation (--keep 1).
-    assert_eq!(
-        generations(&sandbox.path("ckptrun.store")),
-        ["gen.0000000002", "gen.0000000003"]
-    );
+    // The newest and one older generation (--keep 1), in two files.
+    assert_eq!(generations(&sandbox.dir, STORE), [2, 3]);
+    assert_eq!(slots(&sandbox.dir, STORE).len(), 2);
 }
 
 #[test]
@@ -113,8 +122,7 @@ fn sigterm_asks_for_a_checkpoint_and_a_torn_working_copy_is_never_used() {
         out.stderr
             .contains("received SIGTERM: sent SIGUSR1 to the job")
     );
-    let committed = sandbox.path("ckptrun.store/gen.0000000001/state");
-    let good = std::fs::read(&committed).unwrap();
+    let good = first_commit(&sandbox);
 
     // A torn state in the sandbox (as an eviction transfer might bring
     // back) must be replaced by the committed one before the job starts.
@@ -133,7 +141,7 @@ fn sigterm_asks_for_a_checkpoint_and_a_torn_working_copy_is_never_used() {
         out.stdout
     );
     assert_eq!(std::fs::read(sandbox.path("state")).unwrap(), good);
-    assert_eq!(std::fs::read(&committed).unwrap(), good);
+    assert_eq!(first_commit(&sandbox), good);
 }
 
 #[test]
@@ -145,13 +153,13 @@ fn a_report_without_a_fresh_checkpoint_is_not_passed_on_as_one() {
     assert!(out.stderr.contains("state is missing"), "{}", out.stderr);
 
     std::fs::write(sandbox.path("state"), b"").unwrap();
-    let _ = std::fs::remove_dir_all(sandbox.path("ckptrun.store"));
+    remove_store(&sandbox);
     let out = run(self_sh(&sandbox, &[], "exit 17"));
     assert_eq!(out.code(), Some(121));
     assert!(out.stderr.contains("state is empty"), "{}", out.stderr);
 
     std::fs::write(sandbox.path("state"), b"old").unwrap();
-    let _ = std::fs::remove_dir_all(sandbox.path("ckptrun.store"));
+    remove_store(&sandbox);
     let out = run(self_sh(&sandbox, &[], "exit 17"));
     assert_eq!(out.code(), Some(121));
     assert!(out.stderr.contains("not"), "{}", out.stderr);
@@ -160,10 +168,7 @@ fn a_report_without_a_fresh_checkpoint_is_not_passed_on_as_one() {
         "{}",
         out.stderr
     );
-    assert_eq!(
-        generations(&sandbox.path("ckptrun.store")),
-        ["gen.0000000000"]
-    );
+    assert_eq!(generations(&sandbox.dir, STORE), [0]);
 
     // Written: committed.
     let out = run(self_sh(&sandbox, &[], "echo new > state; exit 17"));
@@ -209,7 +214,7 @@ fn a_checkpoint_signal_death_and_exit_by_signal() {
     ]));
     assert_eq!(out.signal(), Some(libc::SIGTERM), "{}", out.stderr);
     assert!(!out.status.core_dumped());
-    assert!(sandbox.path("ckptrun.store/gen.0000000001/state").exists());
+    assert_eq!(first_commit(&sandbox), b"x\n");
     let out = run(sandbox.ckptrun([
         "--mode",
         "self",
@@ -307,8 +312,8 @@ fn a_directory_checkpoint_is_committed_and_swapped_back_whole() {
     };
     let out = run_once("40");
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
-    let committed = sandbox.path("ckptrun.store/gen.0000000001/state");
-    assert!(committed.join("a").is_file() && committed.join("b").is_file());
+    let slot = slot_of(&sandbox.dir, STORE, 1);
+    assert!(tar_member(&slot, "state/a").is_some() && tar_member(&slot, "state/b").is_some());
     // Tear the working directory: one half replaced, a stray file added.
     std::fs::create_dir_all(sandbox.path("state")).unwrap();
     std::fs::write(sandbox.path("state/a"), b"torn").unwrap();
@@ -334,13 +339,9 @@ fn a_restart_that_fails_fast_falls_back_once_to_the_generation_before() {
         cmd.env("SELF_JOB_CKPT_EVERY", "50");
         assert_eq!(run(cmd).code(), Some(85));
     }
-    // Corrupt the newest generation (gen 2, step 100): the job will find
-    // it torn and exit 3 at once.
-    let newest = sandbox.path("ckptrun.store/gen.0000000002/state");
-    let mut bytes = std::fs::read(&newest).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0xff;
-    std::fs::write(&newest, bytes).unwrap();
+    // Corrupt the newest generation's state (gen 2, step 100) inside its
+    // archive: the job will find it torn and exit 3 at once.
+    corrupt_state(&slot_of(&sandbox.dir, STORE, 2));
     let mut cmd = self_mode(&sandbox, &["--keep", "2", "--restart-grace", "5"], 200);
     cmd.env("SELF_JOB_CKPT_EVERY", "50");
     let out = run(cmd);
@@ -352,16 +353,13 @@ fn a_restart_that_fails_fast_falls_back_once_to_the_generation_before() {
         out.stderr
     );
     assert!(out.stdout.contains("start step=50"), "{}", out.stdout);
-    assert!(sandbox.path("ckptrun.store/failed.gen.0000000002").is_dir());
+    let failed = sandbox.path(".ckptrun.store/failed");
+    assert_eq!(generation_of(&failed), Some(2), "the failed one is kept");
     // The checkpoint taken after the fallback is the newest.
-    assert_eq!(
-        generations(&sandbox.path("ckptrun.store")).last().unwrap(),
-        "gen.0000000002"
-    );
+    assert_eq!(generations(&sandbox.dir, STORE).last(), Some(&2));
 
     // Without --restart-grace, no second start.
-    let newest = sandbox.path("ckptrun.store/gen.0000000002/state");
-    std::fs::write(&newest, b"SELFJOB1 torn").unwrap();
+    corrupt_state(&slot_of(&sandbox.dir, STORE, 2));
     let out = run(self_mode(&sandbox, &["--keep", "2"], 200));
     assert_eq!(out.code(), Some(3), "{}", out.stderr);
 }
@@ -416,15 +414,14 @@ fn interval_requests_a_checkpoint_and_continue_mode_commits_while_it_runs() {
         "-c",
         script,
     ]));
-    let store = sandbox.path("ckptrun.store");
     wait_until("two commits while the job runs", || {
-        store.exists() && generations(&store).len() >= 3
+        generations(&sandbox.dir, STORE).len() >= 3
     });
     running.signal(libc::SIGTERM);
     let out = running.finish();
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
-    let gens = generations(&store);
-    let newest = std::fs::read_to_string(store.join(gens.last().unwrap()).join("state")).unwrap();
+    let gens = generations(&sandbox.dir, STORE);
+    let newest = String::from_utf8(committed(&sandbox, *gens.last().unwrap())).unwrap();
     assert!(newest.trim().parse::<u32>().unwrap() >= 3, "{newest}");
 }
 
@@ -544,10 +541,7 @@ fn an_eviction_during_the_restart_grace_is_not_a_failed_restart() {
     let out = running.finish();
     assert_eq!(out.signal(), Some(libc::SIGTERM), "{}", out.stderr);
     assert!(!out.stderr.contains("falling back"), "{}", out.stderr);
-    assert_eq!(
-        generations(&sandbox.path("ckptrun.store")),
-        ["gen.0000000001", "gen.0000000002"]
-    );
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 2]);
 }
 
 #[test]
@@ -567,7 +561,7 @@ fn nothing_the_job_left_running_writes_into_a_committed_generation() {
 fn a_store_inside_a_checkpoint_directory_is_refused() {
     let sandbox = Sandbox::new("self-overlap");
     std::fs::create_dir(sandbox.path("d")).unwrap();
-    for store in ["d/ckptrun.store", "d", "./d/"] {
+    for store in ["d/ckptrun.store", "d", "./d"] {
         let out = run(sandbox.ckptrun([
             "--mode",
             "self",
@@ -692,4 +686,24 @@ fn a_commit_that_fails_keeps_the_last_one_and_exits_123() {
         std::fs::metadata(sandbox.path("state")).unwrap().len(),
         100_000
     );
+}
+
+/// Removes the store (its slots and scratch) from the sandbox.
+fn remove_store(sandbox: &Sandbox) {
+    for slot in slots(&sandbox.dir, STORE) {
+        std::fs::remove_file(slot).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(sandbox.path(".ckptrun.store"));
+}
+
+/// Flips a byte in the middle of the job's state inside a generation's
+/// archive, leaving the archive whole.
+fn corrupt_state(archive: &std::path::Path) {
+    let mut bytes = std::fs::read(archive).unwrap();
+    let at = bytes
+        .windows(8)
+        .position(|w| w == b"SELFJOB1")
+        .expect("the job's state in the archive");
+    bytes[at + 1000] ^= 0xff;
+    std::fs::write(archive, bytes).unwrap();
 }

@@ -10,12 +10,15 @@
 //!
 //! - a job: `join <pid> <id> <name>` (the name last: it may hold spaces).
 //!   The coordinator answers `ok` once the job counts as a client; then it
-//!   sends `ckpt` (checkpoint now) or `kill` (SIGKILL yourself), and the
-//!   job answers a `ckpt` with `done <absolute image path>` once the image
-//!   is complete, or `fail <why>`.
-//! - dmtcp_command (and dmtcp_launch/dmtcp_restart probing for a
-//!   coordinator): `cmd <verb>`, verb one of bcheckpoint, checkpoint,
-//!   status, list, kill, quit; one reply line, `ok [TEXT]` or `err WHY`.
+//!   sends
+//!   `ckpt 0` (checkpoint now), `ckpt 1` (checkpoint, then exit) or `kill`
+//!   (exit now), and the job answers a `ckpt` with `done <absolute image
+//!   path>` once the image is complete, or `fail <why>`.
+//! - dmtcp_command (and dmtcp_launch/dmtcp_restart looking for a
+//!   coordinator): `cmd <letter>[ARG]`, one request per connection as
+//!   DMTCP's dmtcp_command makes them (`s`, `l`, `c`, `K`, `b`, `k`, `q`,
+//!   `i SECONDS`); one reply line, `ok [TEXT]`, `err not-running` or `err
+//!   invalid`; none to `q`.
 //!
 //! # Image
 //!
@@ -24,14 +27,15 @@
 //! `FAKE_DMTCP_IMAGE_KB` KiB:
 //!
 //! ```text
-//! FAKEDMTCP1
+//! FAKEDMTCP2
 //! program=HEX      what was exec'd, absolute
 //! arg=HEX          one line per argv element, argv[0] first
 //! id=ID            <hostname hash>-<first pid>-<start time>, all hex/decimal
 //! name=HEX         basename of the program
 //! state=HEX        the job's state string
 //! ckptdir=HEX      the directory the image was written to
-//! file=SIZE HEX    a regular file open for writing, its size then
+//! file=SIZE FLAGS HEX   a regular file open for writing on a descriptor
+//!                  3 or up: its size then, its open flags (octal)
 //! end
 //! ```
 //!
@@ -64,8 +68,10 @@ pub const ENV_IMAGE_KB: &str = "FAKE_DMTCP_IMAGE_KB";
 pub const ENV_WRITE_MS_PER_MB: &str = "FAKE_DMTCP_WRITE_MS_PER_MB";
 /// How long the job stays frozen after the image is complete, in ms [20].
 pub const ENV_FREEZE_MS: &str = "FAKE_DMTCP_FREEZE_MS";
-/// `1`: write the `.temp` image, then hang frozen forever.
+/// `1`: write the `.temp` image, then stay frozen (still killable).
 pub const ENV_NEVER_COMPLETE: &str = "FAKE_DMTCP_NEVER_COMPLETE";
+/// `1`: asked to exit after its checkpoint, the process runs on.
+pub const ENV_NO_EXIT_AFTER_CKPT: &str = "FAKE_DMTCP_NO_EXIT_AFTER_CKPT";
 /// Milliseconds the program waits before joining the coordinator (a slow
 /// start: checkpoint requests made meanwhile find no process).
 pub const ENV_JOIN_DELAY_MS: &str = "FAKE_DMTCP_JOIN_DELAY_MS";
@@ -91,7 +97,7 @@ pub fn trace(event: &str) {
         .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
 }
 
-pub const MAGIC: &str = "FAKEDMTCP1";
+pub const MAGIC: &str = "FAKEDMTCP2";
 const CHUNK: usize = 64 * 1024;
 
 /// A parsed image header.
@@ -103,8 +109,19 @@ pub struct Image {
     pub name: OsString,
     pub state: Vec<u8>,
     pub ckptdir: PathBuf,
-    /// Regular files open for writing at checkpoint time, with their size.
-    pub files: Vec<(PathBuf, u64)>,
+    /// Regular files open for writing at checkpoint time (descriptors 3
+    /// and up).
+    pub files: Vec<OpenFile>,
+}
+
+/// A regular file a process held open for writing at its checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenFile {
+    pub path: PathBuf,
+    /// Its size then.
+    pub size: u64,
+    /// Its open flags (O_WRONLY, O_RDWR, O_APPEND, ...).
+    pub flags: i32,
 }
 
 impl Image {
@@ -122,8 +139,9 @@ impl Image {
         out.extend(format!("name={}\n", hex(self.name.as_bytes())).bytes());
         out.extend(format!("state={}\n", hex(&self.state)).bytes());
         out.extend(format!("ckptdir={}\n", hex(self.ckptdir.as_os_str().as_bytes())).bytes());
-        for (path, size) in &self.files {
-            out.extend(format!("file={size} {}\n", hex(path.as_os_str().as_bytes())).bytes());
+        for f in &self.files {
+            let path = hex(f.path.as_os_str().as_bytes());
+            out.extend(format!("file={} {:o} {path}\n", f.size, f.flags).bytes());
         }
         out.extend(b"end\n");
         out
@@ -173,14 +191,18 @@ impl Image {
                 "state" => image.state = bytes()?,
                 "ckptdir" => image.ckptdir = PathBuf::from(OsString::from_vec(bytes()?)),
                 "file" => {
-                    let (size, path) = value
-                        .split_once(' ')
-                        .ok_or_else(|| format!("bad file line {line:?}"))?;
-                    let size = size.parse().map_err(|_| format!("bad size in {line:?}"))?;
-                    let path = unhex(path).ok_or_else(|| format!("bad hex in {line:?}"))?;
-                    image
-                        .files
-                        .push((PathBuf::from(OsString::from_vec(path)), size));
+                    let bad = || format!("bad file line {line:?}");
+                    let mut parts = value.splitn(3, ' ');
+                    let (Some(size), Some(flags), Some(path)) =
+                        (parts.next(), parts.next(), parts.next())
+                    else {
+                        return Err(bad());
+                    };
+                    image.files.push(OpenFile {
+                        path: PathBuf::from(OsString::from_vec(unhex(path).ok_or_else(bad)?)),
+                        size: size.parse().map_err(|_| bad())?,
+                        flags: i32::from_str_radix(flags, 8).map_err(|_| bad())?,
+                    });
                 }
                 _ => return Err(format!("unknown header line {line:?}")),
             }
@@ -246,18 +268,26 @@ pub fn read_line(reader: &mut impl BufRead) -> Option<Vec<u8>> {
     }
 }
 
-/// Sends `cmd VERB` and returns the reply line (`ok ...` / `err ...`).
-pub fn command(host: &str, port: u16, verb: &str) -> Result<String, String> {
+/// Sends `cmd REQUEST` and returns the reply line (`ok ...` / `err ...`).
+pub fn command(host: &str, port: u16, request: &str) -> Result<String, String> {
     let mut stream = connect(host, port).map_err(|e| e.to_string())?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| e.to_string())?;
     stream
-        .write_all(format!("cmd {verb}\n").as_bytes())
+        .write_all(format!("cmd {request}\n").as_bytes())
         .map_err(|e| e.to_string())?;
     let reply = read_line(&mut BufReader::new(stream))
         .ok_or("the coordinator closed the connection without a reply")?;
     Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// Sends `cmd REQUEST` and waits for no reply (`q`).
+pub fn send_only(host: &str, port: u16, request: &str) -> Result<(), String> {
+    let mut stream = connect(host, port).map_err(|e| e.to_string())?;
+    stream
+        .write_all(format!("cmd {request}\n").as_bytes())
+        .map_err(|e| e.to_string())
 }
 
 /// The image dmtcp_restart names in `FAKE_DMTCP_RESTORE`, if any.
@@ -334,10 +364,13 @@ pub fn join(
         .and_then(|()| stream.write_all(&hello))
         .map_err(|e| format!("coordinator at {coord}: {e}"))?;
     let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
-    if read_line(&mut reader).as_deref() != Some(b"ok") {
-        return Err(format!(
-            "the coordinator at {coord} did not accept the join"
-        ));
+    match read_line(&mut reader).as_deref() {
+        Some(b"ok") => {}
+        _ => {
+            return Err(format!(
+                "the coordinator at {coord} did not accept the join"
+            ));
+        }
     }
     trace("joined");
     let _ = stream.set_read_timeout(None);
@@ -354,29 +387,50 @@ pub fn join(
     Ok(true)
 }
 
-/// Serves the coordinator's requests until it closes the connection; then
-/// the program runs on, uncheckpointable.
+/// Serves the coordinator's requests. A coordinator that goes away
+/// without killing the process first died uncleanly: as with DMTCP, the
+/// process exits 99.
 fn serve(mut reader: BufReader<TcpStream>, mut stream: TcpStream, session: Session) {
     while let Some(line) = read_line(&mut reader) {
         match &line[..] {
-            b"ckpt" => checkpoint(&session, &mut stream),
-            // SAFETY: kill has no memory arguments.
-            b"kill" => unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            },
+            b"ckpt 0" => checkpoint(&session, &mut stream, false),
+            b"ckpt 1" => checkpoint(&session, &mut stream, true),
+            b"kill" => exit_now(0),
             _ => {}
         }
     }
+    eprintln!(
+        "fake DMTCP: read invalid message from the coordinator. Did DMTCP coordinator die \
+         uncleanly? Terminating..."
+    );
+    exit_now(99);
+}
+
+/// `_exit(code)`: no destructors, no buffers flushed, as DMTCP's threads do.
+fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit has no memory arguments and does not return.
+    unsafe { libc::_exit(code) }
 }
 
 /// Freezes the program, writes the image (a `.temp`, renamed when
-/// complete), stays frozen `FAKE_DMTCP_FREEZE_MS` more, then answers.
-fn checkpoint(session: &Session, stream: &mut TcpStream) {
+/// complete), then answers. Asked to exit after it (and not told
+/// otherwise by FAKE_DMTCP_NO_EXIT_AFTER_CKPT), the process exits 0 as
+/// soon as it has answered; otherwise it stays frozen
+/// `FAKE_DMTCP_FREEZE_MS` more and runs on. FAKE_DMTCP_NEVER_COMPLETE: it
+/// stays frozen for good, answering nothing (a `kill` still ends it).
+fn checkpoint(session: &Session, stream: &mut TcpStream, then_exit: bool) {
     let frozen = session.freeze.lock().unwrap_or_else(|e| e.into_inner());
     trace("ckpt-start");
+    let then_exit = then_exit && env_num(ENV_NO_EXIT_AFTER_CKPT, 0) != 1;
     let mut reply = match write_image(session) {
-        Ok(path) => {
-            std::thread::sleep(Duration::from_millis(env_num(ENV_FREEZE_MS, 20)));
+        Ok(None) => {
+            std::mem::forget(frozen);
+            return;
+        }
+        Ok(Some(path)) => {
+            if !then_exit {
+                std::thread::sleep(Duration::from_millis(env_num(ENV_FREEZE_MS, 20)));
+            }
             let mut reply = b"done ".to_vec();
             reply.extend(path.as_os_str().as_bytes());
             reply
@@ -388,10 +442,15 @@ fn checkpoint(session: &Session, stream: &mut TcpStream) {
     };
     reply.push(b'\n');
     let _ = stream.write_all(&reply);
+    if then_exit {
+        exit_now(0);
+    }
     drop(frozen);
 }
 
-fn write_image(session: &Session) -> Result<PathBuf, String> {
+/// The image's path once it is complete; None if it never will be
+/// (FAKE_DMTCP_NEVER_COMPLETE).
+fn write_image(session: &Session) -> Result<Option<PathBuf>, String> {
     // Before the image is open, so that it is not one of them.
     let files = open_for_writing();
     let image = Image {
@@ -428,25 +487,30 @@ fn write_image(session: &Session) -> Result<PathBuf, String> {
     }
     drop(file);
     if env_num(ENV_NEVER_COMPLETE, 0) == 1 {
-        // A checkpoint that never completes: frozen for good, no rename,
-        // no answer.
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
+        return Ok(None);
     }
     std::fs::rename(&temp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(path)
+    Ok(Some(path))
 }
 
-/// Regular files this process holds open for writing (O_WRONLY or O_RDWR
-/// in /proc/self/fdinfo), with their current size, each path once.
-fn open_for_writing() -> Vec<(PathBuf, u64)> {
-    let mut found: Vec<(PathBuf, u64)> = Vec::new();
+/// Regular files this process holds open for writing (O_WRONLY, O_RDWR
+/// or O_APPEND in /proc/self/fdinfo) on descriptors 3 and up, with their
+/// current size and flags, each path once. Descriptors 0-2 are left out:
+/// DMTCP does not cut them back at a restart.
+fn open_for_writing() -> Vec<OpenFile> {
+    let mut found: Vec<OpenFile> = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
         return found;
     };
     for entry in dir.flatten() {
         let fd = entry.file_name();
+        if fd
+            .to_str()
+            .and_then(|f| f.parse::<i32>().ok())
+            .is_none_or(|f| f < 3)
+        {
+            continue;
+        }
         let Ok(info) = std::fs::read_to_string(Path::new("/proc/self/fdinfo").join(&fd)) else {
             continue; // closed meanwhile (read_dir's own descriptor)
         };
@@ -456,17 +520,21 @@ fn open_for_writing() -> Vec<(PathBuf, u64)> {
             .and_then(|f| i32::from_str_radix(f.trim(), 8).ok());
         let Some(flags) = flags else { continue };
         let mode = flags & libc::O_ACCMODE;
-        if mode != libc::O_WRONLY && mode != libc::O_RDWR {
+        if mode != libc::O_WRONLY && mode != libc::O_RDWR && flags & libc::O_APPEND == 0 {
             continue;
         }
         let link = Path::new("/proc/self/fd").join(&fd);
         let (Ok(meta), Ok(path)) = (std::fs::metadata(&link), std::fs::read_link(&link)) else {
             continue;
         };
-        if !meta.is_file() || meta.nlink() == 0 || found.iter().any(|(p, _)| *p == path) {
+        if !meta.is_file() || meta.nlink() == 0 || found.iter().any(|f| f.path == path) {
             continue;
         }
-        found.push((path, meta.len()));
+        found.push(OpenFile {
+            path,
+            size: meta.len(),
+            flags: flags & (libc::O_ACCMODE | libc::O_APPEND),
+        });
     }
     found
 }

@@ -166,6 +166,8 @@ impl Sandbox {
     {
         let mut cmd = Command::new(CKPTRUN);
         cmd.args(args).current_dir(&self.dir);
+        // The condor fixture says where it checkpointed and resumed.
+        cmd.env("CONDOR_JOB_VERBOSE", "1");
         cmd
     }
 }
@@ -396,15 +398,76 @@ pub fn alive(pid: i32) -> bool {
     parent_and_state(pid).is_some_and(|(_, state)| state != 'Z')
 }
 
-/// The generations in a store (`gen.N` names), sorted.
-pub fn generations(store: &Path) -> Vec<String> {
-    let mut gens: Vec<String> = std::fs::read_dir(store)
+/// The store's slot files in `dir` (`NAME.0`, `NAME.1`, ...), sorted.
+pub fn slots(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("gen."))
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.strip_prefix(name)
+                .and_then(|r| r.strip_prefix('.'))
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// A member of a generation's archive, read by GNU tar (not ckptrun).
+pub fn tar_member(archive: &Path, member: &str) -> Option<Vec<u8>> {
+    let out = Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg(member)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    out.status.success().then_some(out.stdout)
+}
+
+/// The generation number a slot file holds (None: empty or not whole).
+pub fn generation_of(slot: &Path) -> Option<u64> {
+    if std::fs::metadata(slot).ok()?.len() == 0 {
+        return None;
+    }
+    let meta = String::from_utf8(tar_member(slot, ".ckptrun")?).ok()?;
+    meta.lines()
+        .find_map(|l| l.strip_prefix("generation "))?
+        .parse()
+        .ok()
+}
+
+/// The generations in the store `NAME` of `dir`, sorted.
+pub fn generations(dir: &Path, name: &str) -> Vec<u64> {
+    let mut gens: Vec<u64> = slots(dir, name)
+        .iter()
+        .filter_map(|s| generation_of(s))
         .collect();
     gens.sort();
     gens
+}
+
+/// The slot file holding generation `g` of the store `NAME` in `dir`.
+pub fn slot_of(dir: &Path, name: &str, g: u64) -> PathBuf {
+    slots(dir, name)
+        .into_iter()
+        .find(|s| generation_of(s) == Some(g))
+        .unwrap_or_else(|| panic!("no generation {g} in {}/{name}.*", dir.display()))
+}
+
+/// Extracts generation `g` of the store `NAME` in `dir` into `into`
+/// (created), with GNU tar.
+pub fn extract_generation(dir: &Path, name: &str, g: u64, into: &Path) {
+    std::fs::create_dir_all(into).unwrap();
+    let status = Command::new("tar")
+        .arg("-xf")
+        .arg(slot_of(dir, name, g))
+        .arg("-C")
+        .arg(into)
+        .status()
+        .unwrap();
+    assert!(status.success(), "tar could not extract generation {g}");
 }
 
 /// splitmix64: small, seedable, good enough for the harnesses to pick
@@ -495,4 +558,81 @@ pub fn processes_from(dir: &Path) -> Vec<(i32, PathBuf)> {
         }
     }
     found
+}
+
+/// The real DMTCP's `bin` directory (built by ../shared/tools/real-dmtcp.sh):
+/// `CKPTRUN_DMTCP` names its install prefix, else `dmtcp_launch` is looked
+/// for along PATH. Without one, a test is skipped (and says so), except
+/// where `CI` is set: there it fails, since CI must run against DMTCP.
+pub fn real_dmtcp(test: &str) -> Option<PathBuf> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        let named = std::env::var_os("CKPTRUN_DMTCP").map(|p| PathBuf::from(p).join("bin"));
+        let on_path = || {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .find(|d| d.join("dmtcp_launch").is_file())
+        };
+        named.or_else(on_path).filter(|bin| {
+            [
+                "dmtcp_launch",
+                "dmtcp_coordinator",
+                "dmtcp_command",
+                "dmtcp_restart",
+            ]
+            .iter()
+            .all(|t| bin.join(t).is_file())
+        })
+    });
+    if found.is_none() {
+        let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+        assert!(
+            !ci,
+            "{test}: CI is set but there is no DMTCP: build it with \
+             ../shared/tools/real-dmtcp.sh PREFIX and set CKPTRUN_DMTCP=PREFIX"
+        );
+        eprintln!(
+            "{test}: SKIPPED: no DMTCP (set CKPTRUN_DMTCP=PREFIX; scripts/test.sh builds it)"
+        );
+    }
+    found.clone()
+}
+
+/// tests/jobs/counter.c, compiled once (dynamically: DMTCP preloads
+/// itself into the program).
+pub fn dmtcp_counter() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let dir = root.join("target/dmtcp-jobs");
+            std::fs::create_dir_all(&dir).unwrap();
+            let bin = dir.join(format!("counter-{}", std::process::id()));
+            let status = Command::new("cc")
+                .args(["-O1", "-o"])
+                .arg(&bin)
+                .arg(root.join("tests/jobs/counter.c"))
+                .status()
+                .expect("cc (gcc) to build tests/jobs/counter.c");
+            assert!(status.success(), "cc tests/jobs/counter.c failed");
+            bin
+        })
+        .clone()
+}
+
+/// The fake DMTCP tools as an install tree under `prefix` (created): the
+/// four tools and `mtcp_restart` in `bin/` (hard links to the fake, or
+/// copies where linking fails), an empty `lib/dmtcp/libdmtcp.so` beside
+/// it, as ckptrun checks a real install. Returns `bin/`.
+pub fn install_fake_dmtcp(prefix: &Path) -> PathBuf {
+    let bin = prefix.join("bin");
+    install_dmtcp_tools(&bin);
+    let mtcp = bin.join("mtcp_restart");
+    let _ = std::fs::remove_file(&mtcp);
+    if std::fs::hard_link(fake_dmtcp(), &mtcp).is_err() {
+        std::fs::copy(fake_dmtcp(), &mtcp).unwrap();
+    }
+    let lib = prefix.join("lib/dmtcp");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libdmtcp.so"), b"").unwrap();
+    bin
 }

@@ -1,0 +1,801 @@
+//! `--mode dmtcp` against the real DMTCP 4.2.0 (built by
+//! ../shared/tools/real-dmtcp.sh; `CKPTRUN_DMTCP` names its prefix, as
+//! scripts/test.sh sets it). Without DMTCP these tests say they are
+//! skipped, except under CI, where they fail.
+//!
+//! Each job is run as a user of HTCondor would: in a sandbox holding the
+//! program, evicted (SIGTERM to ckptrun), its top-level files carried to a
+//! new sandbox at a new path (the old one removed, as HTCondor's
+//! `execute/dir_N`), restarted there, until it ends; its output must
+//! equal an uninterrupted run's, byte for byte.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const STORE: &str = "ckptrun.store";
+/// `nobody`: the unprivileged user the tests run jobs as too.
+const NOBODY: u32 = 65534;
+
+/// A job: what the sandbox holds and how it is started.
+#[derive(Clone)]
+struct Job {
+    name: &'static str,
+    /// Files copied into every sandbox (transfer_input_files).
+    inputs: Vec<PathBuf>,
+    /// PROGRAM ARG...
+    argv: Vec<String>,
+    /// Files besides `out` whose content must match the reference.
+    outputs: &'static [&'static str],
+}
+
+/// The C counter, compiled once (dynamically: DMTCP preloads itself).
+fn counter() -> PathBuf {
+    dmtcp_counter()
+}
+
+fn jobs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jobs")
+}
+
+fn c_job(steps: u32) -> Job {
+    Job {
+        name: "c",
+        inputs: vec![counter()],
+        argv: ["./counter", &steps.to_string(), "60", "two words", ""]
+            .map(String::from)
+            .to_vec(),
+        outputs: &["data"],
+    }
+}
+
+fn python_job(steps: u32) -> Job {
+    Job {
+        name: "python",
+        inputs: vec![jobs_dir().join("count.py")],
+        argv: ["/usr/bin/python3", "count.py", &steps.to_string(), "60"]
+            .map(String::from)
+            .to_vec(),
+        outputs: &[],
+    }
+}
+
+fn shell_job(steps: u32) -> Job {
+    let script = format!(
+        "i=0; while [ $i -lt {steps} ]; do echo \"line $i\" >> data; echo \"out $i\"; \
+         i=$((i+1)); sleep 0.06; done; echo done >> data"
+    );
+    Job {
+        name: "shell",
+        inputs: vec![],
+        argv: vec!["/bin/sh".into(), "-c".into(), script],
+        outputs: &["data"],
+    }
+}
+
+fn worker_job(steps: u32) -> Job {
+    Job {
+        name: "worker",
+        inputs: vec![jobs_dir().join("worker.py")],
+        argv: ["/usr/bin/python3", "worker.py", &steps.to_string(), "60"]
+            .map(String::from)
+            .to_vec(),
+        outputs: &[],
+    }
+}
+
+/// Who runs ckptrun.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum User {
+    Root,
+    Nobody,
+}
+
+/// One job's life across sandboxes: each start in a new directory.
+struct Life {
+    job: Job,
+    bin: PathBuf,
+    user: User,
+    base: PathBuf,
+    starts: u32,
+    sandbox: PathBuf,
+}
+
+impl Life {
+    fn new(job: Job, bin: PathBuf, user: User) -> Self {
+        let base = unique_dir(&format!("{}-{user:?}", job.name));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut life = Self {
+            job,
+            bin,
+            user,
+            base,
+            starts: 0,
+            sandbox: PathBuf::new(),
+        };
+        life.sandbox = life.new_sandbox(None);
+        life
+    }
+
+    /// A new sandbox holding the inputs and, if given, the top-level files
+    /// of `from` (what HTCondor carries), which is then removed.
+    fn new_sandbox(&mut self, from: Option<&Path>) -> PathBuf {
+        self.starts += 1;
+        let dir = self.base.join(format!("dir_{}", self.starts));
+        std::fs::create_dir(&dir).unwrap();
+        for input in &self.job.inputs {
+            std::fs::copy(input, dir.join(input.file_name().unwrap())).unwrap();
+        }
+        if let Some(from) = from {
+            for entry in std::fs::read_dir(from).unwrap().flatten() {
+                if entry.file_type().unwrap().is_file() {
+                    std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+                }
+            }
+            std::fs::remove_dir_all(from).unwrap();
+        }
+        if self.user == User::Nobody {
+            chown_tree(&dir, NOBODY);
+        }
+        dir
+    }
+
+    /// Moves to a new sandbox, as HTCondor restarts an evicted job.
+    fn move_on(&mut self) {
+        let old = self.sandbox.clone();
+        self.sandbox = self.new_sandbox(Some(&old));
+    }
+
+    /// `ckptrun --mode dmtcp ...` (see `dmtcp_args`) in the sandbox, as
+    /// the user.
+    fn command(&self, extra: &[&str]) -> Command {
+        let mut cmd = match self.user {
+            User::Root => Command::new(CKPTRUN),
+            User::Nobody => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups", CKPTRUN]);
+                c
+            }
+        };
+        cmd.args(dmtcp_args(&self.bin, extra, &self.job.argv));
+        in_sandbox(cmd, &self.sandbox)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.sandbox.join(name)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path("ckptrun.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Life {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+/// `--mode dmtcp --log ckptrun.log --stdout out --dmtcp-dir BIN EXTRA...
+/// -- ARGV...`.
+fn dmtcp_args(bin: &Path, extra: &[&str], argv: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = ["--mode", "dmtcp", "--log", "ckptrun.log", "--stdout", "out"]
+        .map(String::from)
+        .to_vec();
+    args.extend(["--dmtcp-dir".into(), bin.to_string_lossy().into_owned()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push("--".into());
+    args.extend(argv.iter().cloned());
+    args
+}
+
+/// `cmd` run in `dir`, with a PATH holding no DMTCP tool and no job ad.
+fn in_sandbox(mut cmd: Command, dir: &Path) -> Command {
+    cmd.current_dir(dir)
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("_CONDOR_JOB_AD");
+    cmd
+}
+
+/// A directory name of its own under the temporary directory: tests run
+/// side by side.
+fn unique_dir(what: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("ckptrun-real-{}-{n}-{what}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn chown_tree(path: &Path, uid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    if path.is_dir() && !path.is_symlink() {
+        for entry in std::fs::read_dir(path).unwrap().flatten() {
+            chown_tree(&entry.path(), uid);
+        }
+    }
+}
+
+/// What the job writes when run to its end without DMTCP or ckptrun:
+/// `out` and its other outputs.
+fn reference(job: &Job) -> Vec<(String, Vec<u8>)> {
+    let dir = unique_dir(&format!("{}-reference", job.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    for input in &job.inputs {
+        std::fs::copy(input, dir.join(input.file_name().unwrap())).unwrap();
+    }
+    let out = Command::new(&job.argv[0])
+        .args(&job.argv[1..])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "reference run of {}", job.name);
+    let mut files = vec![("out".to_string(), out.stdout)];
+    for name in job.outputs {
+        files.push((name.to_string(), std::fs::read(dir.join(name)).unwrap()));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    files
+}
+
+/// Waits until the sandbox's `out` has `n` lines (the job is under way).
+fn wait_for_lines(run: &mut Running, out: &Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let lines = std::fs::read(out).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count());
+        if lines >= n {
+            return;
+        }
+        if let Some(status) = run.child.try_wait().unwrap() {
+            panic!(
+                "ckptrun ended ({status:?}) before {n} lines of {}",
+                out.display()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {n} lines in {}",
+            out.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Processes running a program from `dir`, or with it as working
+/// directory, and DMTCP coordinators whose port file is in it.
+fn left_in(dir: &Path) -> Vec<String> {
+    let Ok(dir) = dir.canonicalize() else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if !alive(pid) {
+            continue;
+        }
+        let under = |link: &str| {
+            std::fs::read_link(entry.path().join(link)).is_ok_and(|p| p.starts_with(&dir))
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let port_file_here = String::from_utf8_lossy(&cmdline).contains(&*dir.to_string_lossy());
+        if under("exe") || under("cwd") || port_file_here {
+            found.push(format!(
+                "{pid} {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            ));
+        }
+    }
+    found
+}
+
+fn assert_nothing_left(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let left = left_in(dir);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() > deadline {
+            for p in &left {
+                if let Some(pid) = p.split(' ').next().and_then(|p| p.parse::<i32>().ok()) {
+                    signal(pid, libc::SIGKILL);
+                }
+            }
+            panic!("left running from {}: {left:#?}", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The images directory a store's newest generation was written through.
+fn images_dir_of(dir: &Path) -> PathBuf {
+    let newest = *generations(dir, STORE).last().unwrap();
+    let meta =
+        String::from_utf8(tar_member(&slot_of(dir, STORE, newest), ".ckptrun").unwrap()).unwrap();
+    PathBuf::from(
+        meta.lines()
+            .find_map(|l| l.strip_prefix("images-dir "))
+            .unwrap(),
+    )
+}
+
+/// Evicts the running job once `lines` lines are out: exit 85, a new
+/// generation; then moves to a new sandbox.
+fn evict(life: &mut Life, lines: usize) {
+    let before = generations(&life.sandbox, STORE)
+        .last()
+        .copied()
+        .unwrap_or(0);
+    let mut run = start(life.command(&[]));
+    wait_for_lines(&mut run, &life.path("out"), lines);
+    run.signal(libc::SIGTERM);
+    let out = run.finish();
+    assert_eq!(
+        out.code(),
+        Some(85),
+        "{} as {:?}: eviction\n{}\n{}",
+        life.job.name,
+        life.user,
+        out.stderr,
+        life.log()
+    );
+    // Nothing from DMTCP or ckptrun in HTCondor's error file.
+    assert_eq!(out.stderr, "", "{}", life.log());
+    let gens = generations(&life.sandbox, STORE);
+    assert_eq!(gens.last(), Some(&(before + 1)), "{}", life.log());
+    assert_nothing_left(&life.sandbox);
+    let images = images_dir_of(&life.sandbox);
+    assert!(
+        !images.exists(),
+        "{} left after the commit",
+        images.display()
+    );
+    life.move_on();
+}
+
+/// Runs the job from its checkpoint to its end and compares its outputs
+/// with an uninterrupted run's.
+fn finish_and_compare(life: &mut Life, reference: &[(String, Vec<u8>)]) {
+    let out = run_long(life.command(&[]));
+    assert_eq!(
+        out.code(),
+        Some(0),
+        "{} as {:?}: the last run\n{}\n{}",
+        life.job.name,
+        life.user,
+        out.stderr,
+        life.log()
+    );
+    assert!(life.log().contains("restart complete"), "{}", life.log());
+    for (name, want) in reference {
+        let got = std::fs::read(life.path(name)).unwrap();
+        assert!(
+            got == *want,
+            "{} as {:?}: {name} differs from an uninterrupted run's:\n--- got\n{}\n--- want\n{}",
+            life.job.name,
+            life.user,
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want)
+        );
+    }
+    assert_nothing_left(&life.sandbox);
+}
+
+/// Runs to the end, allowing 90 s.
+fn run_long(cmd: Command) -> Finished {
+    let mut run = start(cmd);
+    match wait_at_most(&mut run.child, Duration::from_secs(90)) {
+        Some(_) => run.finish(),
+        None => {
+            let _ = run.child.kill();
+            panic!("ckptrun did not end within 90 s");
+        }
+    }
+}
+
+/// Evicts `job` (twice if `twice`), moving it to a new sandbox each time,
+/// then lets it finish: outputs identical to an uninterrupted run's.
+fn survives_evictions(job: Job, bin: &Path, user: User, twice: bool) {
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin.to_path_buf(), user);
+    evict(&mut life, 6);
+    if twice {
+        evict(&mut life, 14);
+    }
+    finish_and_compare(&mut life, &reference);
+}
+
+#[test]
+fn each_kind_of_program_is_evicted_and_resumes_to_the_same_output() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    // The C program twice, moved to a new directory each time; each
+    // kind once, as root and as an unprivileged user.
+    survives_evictions(c_job(40), &bin, User::Root, true);
+    for user in [User::Root, User::Nobody] {
+        for job in [python_job(30), shell_job(30), worker_job(30)] {
+            survives_evictions(job, &bin, user, false);
+        }
+    }
+    survives_evictions(c_job(30), &bin, User::Nobody, true);
+}
+
+#[test]
+fn interval_checkpoints_exit_85_and_the_job_resumes_each_time() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = c_job(60);
+    let reference = reference(&job);
+    let life = Life::new(job, bin, User::Root);
+    let mut codes = Vec::new();
+    // HTCondor uploads after each exit 85 and restarts the job in place.
+    for _ in 0..20 {
+        let out = run_long(life.command(&["--interval", "1.2"]));
+        codes.push(out.code());
+        if out.code() != Some(85) {
+            break;
+        }
+    }
+    assert_eq!(codes.last(), Some(&Some(0)), "{codes:?}\n{}", life.log());
+    assert!(codes.len() >= 3, "{codes:?}");
+    assert!(
+        life.log()
+            .contains("--interval: periodic checkpoint and exit"),
+        "{}",
+        life.log()
+    );
+    for (name, want) in &reference {
+        assert_eq!(&std::fs::read(life.path(name)).unwrap(), want, "{name}");
+    }
+    assert_nothing_left(&life.sandbox);
+}
+
+#[test]
+fn interval_continue_commits_while_the_job_runs_and_a_crash_resumes_from_there() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = python_job(60);
+    let mut life = Life::new(job, bin, User::Root);
+    let mut run = start(life.command(&["--interval", "0.8", "--interval-continue"]));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while generations(&life.sandbox, STORE)
+        .last()
+        .copied()
+        .unwrap_or(0)
+        < 2
+    {
+        assert!(Instant::now() < deadline, "no two commits\n{}", life.log());
+        assert!(run.child.try_wait().unwrap().is_none(), "{}", life.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The machine dies: ckptrun and everything with it.
+    run.signal(libc::SIGKILL);
+    let _ = run.finish();
+    assert_nothing_left(&life.sandbox);
+    let newest = *generations(&life.sandbox, STORE).last().unwrap();
+    life.move_on();
+    let out = run_long(life.command(&[]));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, life.log());
+    assert!(
+        life.log()
+            .contains(&format!("restart from generation {newest} ")),
+        "{}",
+        life.log()
+    );
+    // Lines written between the checkpoint and the crash are written
+    // again (DMTCP does not cut back descriptors 0-2), so only the end is
+    // compared.
+    let out = std::fs::read_to_string(life.path("out")).unwrap();
+    assert!(
+        out.contains("\nstep 59 ") && out.ends_with("\ndone\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn ckptrun_killed_during_a_checkpoint_resumes_from_the_last_commit() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = c_job(50);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    evict(&mut life, 6);
+    // Restarted; evicted again, and killed while DMTCP writes the images.
+    let mut run = start(life.command(&[]));
+    wait_for_lines(&mut run, &life.path("out"), 14);
+    run.signal(libc::SIGTERM);
+    let images = images_dir_of(&life.sandbox);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_dir(&images).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".dmtcp.temp"))
+    }) {
+        assert!(Instant::now() < deadline, "no image begun\n{}", life.log());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    run.signal(libc::SIGKILL);
+    let _ = run.finish();
+    assert_nothing_left(&life.sandbox);
+    assert_eq!(generations(&life.sandbox, STORE), [0, 1], "{}", life.log());
+    // The next start, in the same sandbox: from generation 1, its output
+    // cut back to what it was then.
+    finish_and_compare(&mut life, &reference);
+    assert!(life.log().contains("cut back from"), "{}", life.log());
+}
+
+#[test]
+fn a_restart_where_the_old_directory_still_exists_is_refused() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = c_job(40);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    let mut running = start(life.command(&[]));
+    wait_for_lines(&mut running, &life.path("out"), 6);
+    running.signal(libc::SIGTERM);
+    assert_eq!(running.finish().code(), Some(85), "{}", life.log());
+    // `cp -a` of the sandbox: the old one is still there.
+    let copy = life.base.join("copy");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(&life.sandbox)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let old = std::mem::replace(&mut life.sandbox, copy);
+    let out = run(life.command(&[]));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(
+        &out,
+        "which still exists: DMTCP would reopen the job's files there",
+    );
+    assert!(
+        out.stderr.contains(&*old.to_string_lossy()),
+        "{}",
+        out.stderr
+    );
+    // Moved away: the copy restarts, its files where they should be.
+    std::fs::remove_dir_all(&old).unwrap();
+    finish_and_compare(&mut life, &reference);
+}
+
+#[test]
+fn tools_without_their_libraries_are_refused_before_anything_starts() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let sandbox = Sandbox::new("real-no-libs");
+    std::fs::copy(counter(), sandbox.path("counter")).unwrap();
+    for tool in DMTCP_TOOLS {
+        std::fs::copy(bin.join(tool), sandbox.path(tool)).unwrap();
+    }
+    let out = run(sandbox
+        .ckptrun(["--mode", "dmtcp", "--", "./counter", "5", "10"])
+        .env("PATH", "/usr/bin:/bin"));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(&out, "DMTCP's libraries are not beside it");
+    assert!(!sandbox.path("data").exists(), "the job was started");
+    assert!(left_in(&sandbox.dir).is_empty());
+}
+
+#[test]
+fn a_missing_program_is_127_and_a_missing_tool_125_before_anything_starts() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let sandbox = Sandbox::new("real-missing");
+    let dir = bin.to_string_lossy().into_owned();
+    let out = run(sandbox
+        .ckptrun(["--mode", "dmtcp", "--dmtcp-dir", &dir, "--", "./nonesuch"])
+        .env("PATH", "/usr/bin:/bin"));
+    assert_eq!(out.code(), Some(127), "{}", out.stderr);
+    let out = run(sandbox
+        .ckptrun(["--mode", "dmtcp", "--", "true"])
+        .env("PATH", "/usr/bin:/bin"));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(&out, "dmtcp_launch: not found");
+    assert!(left_in(&sandbox.dir).is_empty());
+}
+
+#[test]
+fn the_job_ad_sets_the_signal_the_code_and_the_end_is_passed_on() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let life = Life::new(c_job(40), bin, User::Root);
+    std::fs::write(
+        life.path("job.ad"),
+        "KillSig = \"SIGUSR1\"\nSuccessCheckpointExitCode = 77\nJobMaxVacateTime = 60\n",
+    )
+    .unwrap();
+    let mut cmd = life.command(&[]);
+    cmd.env("_CONDOR_JOB_AD", life.path("job.ad"));
+    let mut running = start(cmd);
+    wait_for_lines(&mut running, &life.path("out"), 5);
+    running.signal(libc::SIGUSR1);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(77), "{}\n{}", out.stderr, life.log());
+
+    // The job's own end: its code, its signal; its own 77 is not a
+    // checkpoint.
+    let ad = life.path("job.ad");
+    std::fs::write(&ad, "SuccessCheckpointExitCode = 77\n").unwrap();
+    for (script, code, signal) in [
+        ("exit 3", Some(3), None),
+        ("exit 77", Some(122), None),
+        ("kill -SEGV $$", None, Some(libc::SIGSEGV)),
+    ] {
+        let fresh = life.base.join("fresh");
+        let _ = std::fs::remove_dir_all(&fresh);
+        std::fs::create_dir(&fresh).unwrap();
+        let argv = ["/bin/sh", "-c", script].map(String::from);
+        let mut cmd = Command::new(CKPTRUN);
+        cmd.args(dmtcp_args(&life.bin, &[], &argv));
+        let mut cmd = in_sandbox(cmd, &fresh);
+        let out = run(cmd.env("_CONDOR_JOB_AD", &ad));
+        assert_eq!(
+            (out.code(), out.signal()),
+            (code, signal),
+            "{script}: {}",
+            out.stderr
+        );
+        assert_nothing_left(&fresh);
+    }
+}
+
+#[test]
+fn as_pid_1_in_a_pid_namespace_an_eviction_exits_85_and_restarts() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = c_job(40);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    let mut cmd = pid_namespace();
+    cmd.arg(CKPTRUN)
+        .args(dmtcp_args(&life.bin, &[], &life.job.argv));
+    let mut running = start(in_sandbox(cmd, &life.sandbox));
+    wait_for_lines(&mut running, &life.path("out"), 6);
+    // HTCondor signals the job's first process: ckptrun, PID 1 inside.
+    signal(first_child(running.pid()), libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, life.log());
+    life.move_on();
+    finish_and_compare(&mut life, &reference);
+}
+
+#[test]
+fn a_coordinator_an_earlier_run_left_is_ended_and_children_it_was_given_are_not() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let life = Life::new(c_job(8), bin.clone(), User::Root);
+    // A first run makes the store; then a coordinator is left as a killed
+    // run leaves one (started, never joined), with its port file there.
+    let out = run_long(life.command(&[]));
+    assert_eq!(out.code(), Some(0), "{}", life.log());
+    let port_file = life.path(".ckptrun.store/coordinator-port");
+    let stale = Command::new(bin.join("dmtcp_coordinator"))
+        .args(["--quiet", "--quiet", "--coord-port", "0", "--port-file"])
+        .arg(&port_file)
+        .args(["--exit-on-last", "--daemon"])
+        .status()
+        .unwrap();
+    assert!(stale.success());
+    wait_until("the stale coordinator's port", || port_file.exists());
+    assert!(!left_in(&life.sandbox).is_empty(), "a coordinator is there");
+
+    // ckptrun started by a shell that keeps a child of its own.
+    let args: Vec<String> = std::iter::once(CKPTRUN.to_string())
+        .chain(dmtcp_args(&life.bin, &[], &life.job.argv))
+        .map(|a| format!("'{a}'"))
+        .collect();
+    std::fs::remove_file(life.path("out")).unwrap();
+    let script = format!(
+        "sleep 30 </dev/null >/dev/null 2>&1 & echo $! > sleeper; exec {}",
+        args.join(" ")
+    );
+    let mut sh = Command::new("sh");
+    sh.args(["-c", &script]);
+    let out = run_long(in_sandbox(sh, &life.sandbox));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, life.log());
+    assert!(
+        life.log()
+            .contains("a coordinator an earlier run left in this sandbox"),
+        "{}",
+        life.log()
+    );
+    let sleeper: i32 = std::fs::read_to_string(life.path("sleeper"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(sleeper), "the child ckptrun was started with is gone");
+    signal(sleeper, libc::SIGKILL);
+    assert_nothing_left(&life.sandbox);
+}
+
+#[test]
+fn a_store_is_used_by_one_run_at_a_time() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let life = Life::new(c_job(100), bin, User::Root);
+    let mut first = start(life.command(&[]));
+    wait_for_lines(&mut first, &life.path("out"), 3);
+    let second = run(life.command(&[]));
+    assert_eq!(second.code(), Some(125), "{}", second.stderr);
+    assert_one_error_line(&second, "ckptrun.store: is in use by another ckptrun");
+    first.signal(libc::SIGTERM);
+    let out = first.finish();
+    assert_eq!(out.code(), Some(85), "{}", life.log());
+    assert!(
+        life.log().contains("committed generation 1"),
+        "{}",
+        life.log()
+    );
+    assert_nothing_left(&life.sandbox);
+}
+
+#[test]
+fn images_go_to_images_dir_and_finished_runs_leave_none() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = c_job(20);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    let images = life.base.join("images");
+    std::fs::create_dir(&images).unwrap();
+    let images_arg = images.to_string_lossy().into_owned();
+    let mut running = start(life.command(&["--images-dir", &images_arg]));
+    wait_for_lines(&mut running, &life.path("out"), 4);
+    let used = std::fs::read_dir(&images)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    assert!(
+        used.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("ckptrun."),
+        "{}",
+        used.display()
+    );
+    running.signal(libc::SIGTERM);
+    assert_eq!(running.finish().code(), Some(85), "{}", life.log());
+    assert_eq!(images_dir_of(&life.sandbox), used);
+    assert_eq!(
+        std::fs::read_dir(&images).unwrap().count(),
+        0,
+        "left after the commit"
+    );
+    life.move_on();
+    // The restart finds the saved files where DMTCP recorded them, whatever
+    // --images-dir says now.
+    finish_and_compare(&mut life, &reference);
+    assert_eq!(
+        std::fs::read_dir(&images).unwrap().count(),
+        0,
+        "left after the end"
+    );
+}

@@ -1,0 +1,416 @@
+//! A real HTCondor pool for the end-to-end tests (tests/htcondor.rs):
+//! the one `scripts/test.sh` starts with ../shared/tools/htcondor-pool.sh
+//! and names in `HTCONDOR_TEST_POOL` (its DIR), with the pool's
+//! `CONDOR_CONFIG`, `PATH` and `CONDOR_USER` exported. By hand:
+//!
+//! ```sh
+//! eval "$(../shared/tools/htcondor-pool.sh env /tmp/ckptrun-pool)"
+//! HTCONDOR_TEST_POOL=/tmp/ckptrun-pool cargo test --test htcondor
+//! ```
+//!
+//! Without `HTCONDOR_TEST_POOL` the tests say they were skipped and pass,
+//! unless `CI` is set: then they fail.
+//!
+//! A test makes a submit directory owned by the submit account, copies in
+//! what the job needs, submits one of `examples/htcondor/*.sub` as it is
+//! (`condor_submit -append` may set the file's own macros, such as
+//! `interval`), then waits on the job log's events (never on JobStatus,
+//! which lags), vacates, and reads what came back.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Job log event codes.
+pub const EXECUTING: u32 = 1;
+pub const EVICTED: u32 = 4;
+pub const TERMINATED: u32 = 5;
+pub const ABORTED: u32 = 9;
+pub const HELD: u32 = 12;
+
+pub struct Pool {
+    pub dir: PathBuf,
+    /// The account that submits jobs.
+    pub user: String,
+}
+
+/// The pool to test against, or None (after saying so) when there is
+/// none and `CI` is not set. Under CI without a pool it panics: the
+/// end-to-end tests must not be skipped there.
+pub fn pool() -> Option<&'static Pool> {
+    static POOL: OnceLock<Option<Pool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+        let Some(dir) = std::env::var_os("HTCONDOR_TEST_POOL").filter(|d| !d.is_empty()) else {
+            assert!(
+                !ci,
+                "CI is set but HTCONDOR_TEST_POOL is not: the HTCondor end-to-end tests \
+                 need the pool scripts/test.sh starts"
+            );
+            eprintln!(
+                "HTCondor end-to-end tests skipped: no pool (HTCONDOR_TEST_POOL unset; \
+                 scripts/test.sh starts one)"
+            );
+            return None;
+        };
+        assert!(
+            std::env::var_os("CONDOR_CONFIG").is_some(),
+            "HTCONDOR_TEST_POOL is set but CONDOR_CONFIG is not: \
+             eval \"$(htcondor-pool.sh env DIR)\" first"
+        );
+        let user = std::env::var("CONDOR_USER").unwrap_or_else(|_| "ckptrun-test".into());
+        Some(Pool {
+            dir: dir.into(),
+            user,
+        })
+    })
+    .as_ref()
+}
+
+impl Pool {
+    /// A fresh, empty submit directory under /tmp, owned by the submit
+    /// account (which must reach it: /tmp is fine).
+    pub fn submit_dir(&'static self, name: &str) -> SubmitDir {
+        // Not TMPDIR, which the submit account may not reach.
+        let dir = Path::new("/tmp").join(format!("ckptrun-e2e-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let dir = SubmitDir { pool: self, dir };
+        dir.give_to_user();
+        dir
+    }
+
+    /// `PROGRAM ARGS...` as the submit account, in `dir`. su keeps PATH
+    /// and CONDOR_CONFIG.
+    pub fn as_user(&self, dir: &Path, program: &str, args: &[&str]) -> Output {
+        Command::new("su")
+            .args([
+                &self.user,
+                "-s",
+                "/bin/sh",
+                "-c",
+                r#"cd "$0" && exec "$@""#,
+                "--",
+            ])
+            .arg(dir)
+            .arg(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("su {} -c {program}: {e}", self.user))
+    }
+
+    /// `as_user`, which must succeed; its stdout.
+    fn run_as_user(&self, dir: &Path, program: &str, args: &[&str]) -> String {
+        let out = self.as_user(dir, program, args);
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The last `lines` lines of one of the daemons' logs (`ShadowLog`, ...).
+    pub fn daemon_log(&self, name: &str, lines: usize) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.join("local/log").join(name)).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+/// A submit directory, removed at the end unless the test failed.
+pub struct SubmitDir {
+    pool: &'static Pool,
+    pub dir: PathBuf,
+}
+
+impl SubmitDir {
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Copies `from` in as `name`, as the user would before submitting.
+    pub fn copy_in(&self, from: impl AsRef<Path>, name: &str) -> &Self {
+        let from = from.as_ref();
+        std::fs::copy(from, self.path(name))
+            .unwrap_or_else(|e| panic!("copy {} in: {e}", from.display()));
+        self
+    }
+
+    /// Copies the directory `from` in as `name` (`cp -a`).
+    pub fn copy_tree_in(&self, from: impl AsRef<Path>, name: &str) -> &Self {
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(from.as_ref())
+            .arg(self.path(name))
+            .status()
+            .unwrap();
+        assert!(status.success(), "cp -a {}", from.as_ref().display());
+        self
+    }
+
+    /// Writes `name` (a submit file made by the test, say).
+    pub fn write(&self, name: &str, text: &str) -> &Self {
+        std::fs::write(self.path(name), text).unwrap();
+        self
+    }
+
+    /// `examples/htcondor/NAME.sub` from the repository, as it is.
+    pub fn example(name: &str) -> String {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/htcondor/{name}.sub"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// Copies in `examples/htcondor/NAME.sub` and submits it as the submit
+    /// account; `set` gives the file's own macros other values
+    /// (`condor_submit -append 'NAME = VALUE'`).
+    pub fn submit_example(&self, name: &str, set: &[(&str, &str)]) -> Job<'_> {
+        let file = format!("{name}.sub");
+        self.write(&file, &Self::example(name));
+        self.submit(&file, set)
+    }
+
+    /// Submits `file` (already in the directory) as the submit account.
+    pub fn submit(&self, file: &str, set: &[(&str, &str)]) -> Job<'_> {
+        let text = std::fs::read_to_string(self.path(file)).unwrap();
+        let log = submit_value(&text, "log").expect("the submit file names a log");
+        self.give_to_user();
+        let appended: Vec<String> = set.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        let mut args = vec!["-terse"];
+        for line in &appended {
+            args.extend(["-append", line]);
+        }
+        args.push(file);
+        let out = self.pool.run_as_user(&self.dir, "condor_submit", &args);
+        // -terse: "1.0 - 1.0"
+        let id = out
+            .split_whitespace()
+            .next()
+            .expect("condor_submit prints the job id");
+        Job {
+            dir: self,
+            id: id.to_string(),
+            log: self.path(&log),
+            ended: std::cell::Cell::new(false),
+        }
+    }
+
+    /// A file HTCondor brought back (or that the test put there).
+    pub fn read(&self, name: &str) -> Vec<u8> {
+        std::fs::read(self.path(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", self.path(name).display()))
+    }
+
+    pub fn read_text(&self, name: &str) -> String {
+        String::from_utf8(self.read(name)).unwrap()
+    }
+
+    /// The names of the files in the directory, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn give_to_user(&self) {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:", self.pool.user))
+            .arg(&self.dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "chown {}", self.dir.display());
+    }
+}
+
+impl Drop for SubmitDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} for a look", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The value of `name = value` in a submit file (the last one).
+pub fn submit_value(text: &str, name: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// A submitted job; removed from the queue when dropped unless it ended.
+pub struct Job<'d> {
+    pub dir: &'d SubmitDir,
+    /// `CLUSTER.PROC`.
+    pub id: String,
+    log: PathBuf,
+    ended: std::cell::Cell<bool>,
+}
+
+/// One event of the job log.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub code: u32,
+    /// `YYYY-MM-DD HH:MM:SS` (whole seconds).
+    pub time: String,
+    /// The whole event, first line included.
+    pub text: String,
+}
+
+impl Event {
+    /// The sandbox the job runs in (an `executing` event's CondorScratchDir).
+    pub fn scratch_dir(&self) -> PathBuf {
+        self.text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("CondorScratchDir = "))
+            .map(|v| PathBuf::from(v.trim_matches('"')))
+            .unwrap_or_else(|| panic!("no CondorScratchDir in {}", self.text))
+    }
+
+    /// A `terminated` event's exit code; None for a death by a signal.
+    pub fn exit_code(&self) -> Option<i32> {
+        let (_, rest) = self.text.split_once("(return value ")?;
+        rest.split(')').next()?.parse().ok()
+    }
+}
+
+impl Job<'_> {
+    /// The job log's events for this job, in order.
+    pub fn events(&self) -> Vec<Event> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let (cluster, proc) = self.id.split_once('.').unwrap();
+        let prefix = format!(
+            "({:03}.{:03}.",
+            cluster.parse::<u32>().unwrap(),
+            proc.parse::<u32>().unwrap()
+        );
+        // Each event ends with a line "..."; one still being written is left out.
+        let complete = &text[..text.rfind("\n...\n").map_or(0, |end| end + 1)];
+        complete
+            .split("\n...\n")
+            .filter_map(|block| {
+                let block = block.trim_start_matches('\n');
+                let mut words = block.lines().next()?.split_whitespace();
+                let code = words.next()?.parse().ok()?;
+                if !words.next()?.starts_with(&prefix) {
+                    return None;
+                }
+                let time = format!("{} {}", words.next()?, words.next()?);
+                Some(Event {
+                    code,
+                    time,
+                    text: block.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// Waits (at most `limit`) for the `nth` event (1-based) of kind
+    /// `code`; fails at once if the job is held or aborted instead.
+    pub fn wait_for(&self, code: u32, nth: usize, limit: Duration) -> Event {
+        let deadline = Instant::now() + limit;
+        loop {
+            let events = self.events();
+            if let Some(e) = events.iter().filter(|e| e.code == code).nth(nth - 1) {
+                if code == TERMINATED || code == ABORTED {
+                    self.ended.set(true);
+                }
+                return e.clone();
+            }
+            if let Some(e) = events
+                .iter()
+                .find(|e| e.code == HELD || (e.code == ABORTED && code != ABORTED))
+            {
+                panic!(
+                    "job {} was held or removed while waiting for event {code:03} #{nth}:\n{}\nHoldReason: {}",
+                    self.id,
+                    e.text,
+                    self.attr("HoldReason").unwrap_or_default()
+                );
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "job {}: no event {code:03} #{nth} within {limit:?}; job log:\n{}\nSchedLog:\n{}",
+                    self.id,
+                    std::fs::read_to_string(&self.log).unwrap_or_default(),
+                    self.dir.pool.daemon_log("SchedLog", 20)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the job's end; its exit code.
+    pub fn exit_code(&self, limit: Duration) -> i32 {
+        let end = self.wait_for(TERMINATED, 1, limit);
+        end.exit_code()
+            .unwrap_or_else(|| panic!("job {} did not exit normally:\n{}", self.id, end.text))
+    }
+
+    /// `condor_vacate_job`: the job gets its soft kill signal (SIGTERM),
+    /// then goes back to idle and runs again, in a new sandbox.
+    pub fn vacate(&self) {
+        self.dir
+            .pool
+            .run_as_user(&self.dir.dir, "condor_vacate_job", &[&self.id]);
+    }
+
+    /// `condor_vacate_job -fast`: killed at once, as when its node dies.
+    pub fn vacate_fast(&self) {
+        self.dir
+            .pool
+            .run_as_user(&self.dir.dir, "condor_vacate_job", &["-fast", &self.id]);
+    }
+
+    /// An attribute of the job's ad, while it is in the queue, then from
+    /// the history; None when undefined.
+    pub fn attr(&self, name: &str) -> Option<String> {
+        for tool in ["condor_q", "condor_history"] {
+            let out = self
+                .dir
+                .pool
+                .as_user(&self.dir.dir, tool, &[&self.id, "-af", name]);
+            let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if out.status.success() && !value.is_empty() {
+                return (value != "undefined").then_some(value);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Job<'_> {
+    fn drop(&mut self) {
+        if !self.ended.get() {
+            let _ = self
+                .dir
+                .pool
+                .as_user(&self.dir.dir, "condor_rm", &[&self.id]);
+        }
+    }
+}
+
+/// Polls `cond` every 50 ms for up to `limit`; panics saying `what` then.
+pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting until {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
