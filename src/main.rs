@@ -69,15 +69,23 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     };
     let log = Log::open(config.log.as_deref(), config.verbose)
         .unwrap_or_else(|e| fail(&Log::stderr_only(), e));
-    if config.mode != Mode::Init
-        && let Some(ad) = jobad::from_env(|name| std::env::var_os(name), &log)
-    {
-        config.apply_job_ad(&ad, &log);
-        check_transfers(&config, &ad, &log);
+    if config.mode != Mode::Init {
+        read_job_ad(&mut config, &log);
     }
     match run(&config, &argv, &inherited, &log) {
         Ok(verdict) => exit::finish(verdict, &log),
         Err(e) => fail(&log, e),
+    }
+}
+
+/// Applies the job ad's settings, and warns about what its submit file
+/// would lose. Never inlined: the ad (fixed buffers, some 16 KiB) then
+/// takes stack only while this runs, not in `main`'s frame in every mode.
+#[inline(never)]
+fn read_job_ad(config: &mut Config, log: &Log) {
+    if let Some(ad) = jobad::from_env(|name| std::env::var_os(name), log) {
+        config.apply_job_ad(&ad, log);
+        check_transfers(config, &ad, log);
     }
 }
 

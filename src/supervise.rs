@@ -46,6 +46,9 @@ pub fn adopt_orphans(log: &Log) {
 /// left after `grace`. Returns when no child is left. Does not allocate.
 /// `proc_is_ours` says whether /proc shows our PID namespace (see
 /// `procfs::is_ours`); if not, only the job's process group is signalled.
+/// Not inlined: its 4 KiB buffer is then on the stack only with
+/// --kill-after, not in every run.
+#[inline(never)]
 pub fn end_leftovers(job: Pid, grace: Duration, proc_is_ours: bool, log: &Log) {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut buf = [0u8; 4096];
