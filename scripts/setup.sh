@@ -19,6 +19,10 @@ command -v setarch >/dev/null || packages+=(util-linux)
 command -v unshare >/dev/null || packages+=(util-linux)
 command -v script >/dev/null || packages+=(bsdutils)
 command -v strace >/dev/null || packages+=(strace)
+# The tests' jobs under DMTCP: a Python program, and GNU tar to read the
+# store's archives independently of ckptrun.
+[ -x /usr/bin/python3 ] || packages+=(python3)
+command -v tar >/dev/null || packages+=(tar)
 if [ "${1:-}" = "--bench" ]; then
     command -v hyperfine >/dev/null || packages+=(hyperfine)
     command -v tini >/dev/null || packages+=(tini)

@@ -11,11 +11,35 @@
 # (HTCONDOR_POOL_SCRIPT to use another copy) in a directory and on a
 # port of its own, and stops whatever happens. Without a pool they are
 # skipped, saying so; with CI set, a pool that cannot start is a failure.
+#
+# The tests of --mode dmtcp (tests/dmtcp_real.rs, tests/dmtcp_harness.rs,
+# tests/htcondor.rs) run against the real DMTCP 4.2.0, which this script
+# builds once with ../shared/tools/real-dmtcp.sh (DMTCP_BUILD_SCRIPT to
+# use another copy) into $CKPTRUN_DMTCP [/tmp/ckptrun-dmtcp-4.2.0]; the
+# same rule: skipped and said so without it, a failure under CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 CARGO_BUILD_OPTS=--locked scripts/build-release.sh
 ls -l target/*/release/ckptrun
+
+dmtcp_script=${DMTCP_BUILD_SCRIPT:-$PWD/../shared/tools/real-dmtcp.sh}
+export CKPTRUN_DMTCP=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
+skipped_dmtcp=""
+if [ -x "$dmtcp_script" ] && "$dmtcp_script" "$CKPTRUN_DMTCP" >"$CKPTRUN_DMTCP.log" 2>&1; then
+    echo "test.sh: DMTCP 4.2.0 in $CKPTRUN_DMTCP"
+    rm -f "$CKPTRUN_DMTCP.log"
+else
+    why="$dmtcp_script failed (see $CKPTRUN_DMTCP.log)"
+    [ -x "$dmtcp_script" ] || why="no $dmtcp_script"
+    if [ -n "${CI:-}" ]; then
+        echo "test.sh: CI is set and DMTCP could not be built: $why" >&2
+        exit 1
+    fi
+    unset CKPTRUN_DMTCP
+    skipped_dmtcp="test.sh: the tests against the real DMTCP SKIPPED: $why"
+    echo "$skipped_dmtcp" >&2
+fi
 
 pool_script=${HTCONDOR_POOL_SCRIPT:-$PWD/../shared/tools/htcondor-pool.sh}
 pool_dir=/tmp/ckptrun-test-pool.$$
@@ -72,3 +96,4 @@ stop_pool
 cargo clippy --locked --all-targets -- -D warnings
 cargo fmt --check
 if [ -n "$skipped" ]; then echo "$skipped" >&2; fi
+if [ -n "$skipped_dmtcp" ]; then echo "$skipped_dmtcp" >&2; fi

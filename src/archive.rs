@@ -151,9 +151,10 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    /// A regular file holding `data`.
+    /// A regular file holding `data`, dated now.
     pub fn bytes(&mut self, path: &[u8], mode: u32, data: &[u8]) -> Result<()> {
-        self.header(path, Kind::File, mode, 0, data.len() as u64, b"")?;
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::Realtime).tv_sec;
+        self.header(path, Kind::File, mode, now, data.len() as u64, b"")?;
         self.write(data)?;
         self.pad(data.len() as u64)
     }

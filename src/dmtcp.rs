@@ -82,7 +82,7 @@ const QUIT_GRACE: Duration = Duration::from_secs(2);
 /// How long a job may take to join the coordinator after dmtcp_launch,
 /// and a restart to complete (every image restored, the computation
 /// running), before ckptrun gives up on it.
-const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
+const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
 const RESTART_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often the coordinator is asked about the job meanwhile.
 const PROBE: Duration = Duration::from_millis(50);
@@ -203,6 +203,13 @@ impl<'a> Dmtcp<'a> {
         // dmtcp_launch execs PROGRAM only once the coordinator runs; say
         // now, as an exec would, if it cannot.
         crate::program::check_executable(path)?;
+        if crate::program::is_static_elf(path) == Some(true) {
+            return Err(Error::usage(
+                path.display(),
+                "is linked statically: DMTCP cannot preload itself into it, so it would run \
+                 unprotected; link it dynamically",
+            ));
+        }
         let children = Children::before_start(crate::procfs::is_ours());
         let (store, newest) = Store::open(&config.store, &[], config.keep, log)?;
         let cwd = std::env::current_dir().map_err(|e| Error::usage("the working directory", e))?;

@@ -96,6 +96,43 @@ pub fn elf_arch(path: &Path) -> Option<Arch> {
     parse_elf_header(&header)
 }
 
+/// Whether `path` is an ELF program linked statically (no program
+/// interpreter, PT_INTERP): nothing can be preloaded into it, as DMTCP
+/// must be. `None` if it is not a readable ELF file (a script, say).
+pub fn is_static_elf(path: &Path) -> Option<bool> {
+    use std::io::{Seek, SeekFrom};
+    const PT_INTERP: u32 = 3;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut h = [0u8; 64];
+    file.read_exact(&mut h).ok()?;
+    if &h[..4] != b"\x7fELF" || h[5] != 1 {
+        return None; // not ELF, or big-endian: not for this machine
+    }
+    let u16_at = |at: usize| u64::from(u16::from_le_bytes([h[at], h[at + 1]]));
+    let (phoff, phentsize, phnum) = match h[4] {
+        1 => (
+            u64::from(u32::from_le_bytes(h[28..32].try_into().ok()?)),
+            u16_at(42),
+            u16_at(44),
+        ),
+        2 => (
+            u64::from_le_bytes(h[32..40].try_into().ok()?),
+            u16_at(54),
+            u16_at(56),
+        ),
+        _ => return None,
+    };
+    for i in 0..phnum {
+        let mut p_type = [0u8; 4];
+        file.seek(SeekFrom::Start(phoff + i * phentsize)).ok()?;
+        file.read_exact(&mut p_type).ok()?;
+        if u32::from_le_bytes(p_type) == PT_INTERP {
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
 fn parse_elf_header(header: &[u8; 20]) -> Option<Arch> {
     const EM_386: u16 = 3;
     const EM_X86_64: u16 = 62;
@@ -128,6 +165,17 @@ mod tests {
         h[5] = 1;
         h[18..20].copy_from_slice(&machine.to_le_bytes());
         h
+    }
+
+    #[test]
+    fn tells_a_static_program_from_a_dynamic_one() {
+        // ckptrun's own test binary is static (musl); /bin/sh is not.
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(is_static_elf(&me), Some(true));
+        if Path::new("/bin/sh").exists() {
+            assert_eq!(is_static_elf(Path::new("/bin/sh")), Some(false));
+        }
+        assert_eq!(is_static_elf(Path::new("/etc/hostname")), None);
     }
 
     #[test]

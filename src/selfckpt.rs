@@ -66,8 +66,8 @@ pub struct SelfCkpt {
     fell_back: bool,
     timed_out: bool,
     /// `--ckpt-continue` eviction: committed, then the job was killed.
-    /// Whether that commit succeeded.
-    committed_then_killed: Option<bool>,
+    /// The generation committed, or none if that failed.
+    committed_then_killed: Option<Option<u64>>,
 }
 
 /// A request sent and not yet answered.
@@ -242,8 +242,13 @@ impl SelfCkpt {
             || (self.job_signal.is_some() && ended.signal() == self.job_signal)
     }
 
-    fn checkpointed(&self, log: &Log) -> Verdict {
-        protocol::checkpointed(self.code, self.by_signal, self.store.shown.display(), log)
+    fn checkpointed(&self, g: u64, log: &Log) -> Verdict {
+        protocol::checkpointed(
+            self.code,
+            self.by_signal,
+            format_args!("generation {g} ({})", self.store.slot_of(g)),
+            log,
+        )
     }
 }
 
@@ -305,7 +310,7 @@ impl Protocol for SelfCkpt {
                     self.pending = None;
                     let committed = self.commit(Take::Copy, log);
                     if p.exit {
-                        self.committed_then_killed = Some(committed.is_ok());
+                        self.committed_then_killed = Some(committed.ok());
                         return Action::Kill;
                     }
                     self.next_tick = self.interval.map(|i| Instant::now() + i);
@@ -390,8 +395,8 @@ impl Protocol for SelfCkpt {
 
     fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
         match self.committed_then_killed {
-            Some(true) => return self.checkpointed(log),
-            Some(false) => return Verdict::Exit(COMMIT_FAILED),
+            Some(Some(g)) => return self.checkpointed(g, log),
+            Some(None) => return Verdict::Exit(COMMIT_FAILED),
             None => {}
         }
         if self.reported(ended) {
@@ -402,7 +407,7 @@ impl Protocol for SelfCkpt {
             // group may write into the generation about to be committed.
             crate::supervise::end_group(ended.pid, log);
             return match self.commit(Take::Move, log) {
-                Ok(_) => self.checkpointed(log),
+                Ok(g) => self.checkpointed(g, log),
                 Err(()) => Verdict::Exit(COMMIT_FAILED),
             };
         }

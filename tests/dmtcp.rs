@@ -10,8 +10,9 @@
 //! The tools are the fakes of `examples/fake_dmtcp` (tested on their own in
 //! tests/fake_dmtcp.rs, against what the real one was seen to do),
 //! installed in the sandbox as an install tree (`dmtcp/bin`,
-//! `dmtcp/lib/dmtcp`); the job is `examples/dmtcp_job.rs`; images go to
-//! the sandbox's `images/` (`--images-dir`).
+//! `dmtcp/lib/dmtcp`); the job is `examples/dmtcp_job.rs`, linked
+//! dynamically (ckptrun refuses a static program); images go to the
+//! sandbox's `images/` (`--images-dir`).
 
 mod common;
 
@@ -30,8 +31,8 @@ fn sandbox(name: &str) -> Sandbox {
     install_fake_dmtcp(&sandbox.path("dmtcp"));
     // A hard link: a copy just written can be "text file busy" to exec
     // while another test's fork still holds it open.
-    if std::fs::hard_link(dmtcp_job(), sandbox.path("job")).is_err() {
-        std::fs::copy(dmtcp_job(), sandbox.path("job")).unwrap();
+    if std::fs::hard_link(dmtcp_job_dynamic(), sandbox.path("job")).is_err() {
+        std::fs::copy(dmtcp_job_dynamic(), sandbox.path("job")).unwrap();
     }
     std::fs::create_dir(sandbox.path("images")).unwrap();
     sandbox
@@ -59,7 +60,7 @@ fn dmtcp(sandbox: &Sandbox, extra: &[&str], steps: u32, step_ms: u32) -> Command
 /// What the job writes to stdout when run to its end, uninterrupted and
 /// without DMTCP.
 fn reference(steps: u32) -> String {
-    let out = Command::new(dmtcp_job())
+    let out = Command::new(dmtcp_job_dynamic())
         .arg(steps.to_string())
         .arg("0")
         .env_remove("FAKE_DMTCP_COORD")
@@ -363,7 +364,7 @@ fn an_eviction_waits_for_a_late_join_as_long_as_its_budget() {
 #[test]
 fn a_job_that_never_joins_is_ended_125() {
     // ckptrun never lets a job run unprotected: one that has not joined
-    // the coordinator within 30 s is ended.
+    // the coordinator within its limit (seconds) is ended.
     let sandbox = sandbox("never-joins");
     let mut cmd = dmtcp(&sandbox, &[], 4000, 10);
     cmd.env("FAKE_DMTCP_JOIN_DELAY_MS", "60000");

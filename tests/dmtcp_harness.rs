@@ -1,116 +1,113 @@
-//! ckptrun in dmtcp mode under a stand-in for HTCondor and for hard
-//! failures: an unmodified program (`examples/dmtcp_job.rs`, under the
-//! fake DMTCP tools of `examples/fake_dmtcp`, with images large enough that
-//! a checkpoint takes about 100 ms) is started, evicted, killed while it
-//! vacates, and killed outright at random instants, some aimed at a
-//! commit, until it finishes. Nothing committed may ever be lost or torn,
-//! and the output must be the one of an uninterrupted run.
+//! ckptrun in dmtcp mode against the real DMTCP 4.2.0, under a stand-in
+//! for HTCondor and for hard failures. A small C program
+//! (`tests/dmtcp_harness_job.c`, compiled with `cc`) is started, evicted,
+//! killed while it vacates, vacated with `-fast`, and crashed at random
+//! instants, some aimed at a checkpoint or a commit, until it finishes.
+//! Nothing committed may be lost or torn, and its output must be an
+//! uninterrupted run's, byte for byte.
 //!
-//! What is modelled (PROTOCOLS.md §2, the README's DMTCP submit file with
-//! `when_to_transfer_output = ON_EXIT_OR_EVICT` and
-//! `transfer_checkpoint_files = ckptrun.store, out`):
+//! The real DMTCP is found by `real_dmtcp()` (tests/common): without it
+//! the harness says it is skipped, except under CI, where it fails.
 //!
-//! - The spool holds the last upload: `ckptrun.store` and `out`. A start
-//!   is a sandbox made anew from it (unless a crash kept the sandbox,
-//!   below), with the tools and the job transferred in, always at the same
-//!   path: DMTCP reopens files by path and ckptrun does not make it
-//!   relocatable (README).
-//! - Each round runs `ckptrun --mode dmtcp --stdout out --interval 0.15
-//!   -- ./job STEPS STEP_MS "arg with spaces"`, then, at a random instant
-//!   (a quarter of them in the first 60 ms: the coordinator starting, the
-//!   job joining it): an eviction (SIGTERM, then wait: exit 85, or 0 if the
-//!   job had finished); an eviction whose vacate time runs out
-//!   (SIGTERM, then SIGKILL for every process of the sandbox after a random
-//!   time or just as the eviction's checkpoint becomes complete); or a hard
-//!   failure of ckptrun alone (SIGKILL to it, at a random time or a random
-//!   moment after a checkpoint becomes complete in `.images`: into a
-//!   commit). After a hard failure the job must die with ckptrun and the
-//!   coordinator with its last client: every process of the sandbox must
-//!   be gone within GONE_WITHIN; but a coordinator no client ever joined
-//!   cannot know (README), and must be ended by the next start. After ROUNDS rounds (or EVENTS_FOR), a
-//!   last round lets the job run to its end.
-//! - Exit 85 uploads the store and `out`; an eviction, however it ended,
-//!   uploads the sandbox's files (ON_EXIT_OR_EVICT); a hard failure uploads
-//!   nothing. Then either the machine is gone (the next start is made from
-//!   the spool, and periodic commits that were never uploaded are lost, as
-//!   in HTCondor) or, half the time, the sandbox survives and ckptrun is
-//!   started again in it as it was left (a container restarted in place,
-//!   as in tests/dmtcp.rs): that is where a kill in a commit must leave a
-//!   store a restart can use.
-//! - A start from generation 0 (no commit yet) is a fresh run that appends
-//!   to `out` (ckptrun appends, as the shim did): the harness removes `out`
-//!   first, as a user's wrapper would; a restart from a generation needs
-//!   nothing, `dmtcp_restart` cuts `out` back to its size at the checkpoint.
+//! What is modelled, as HTCondor 24.0 was seen to behave (PROTOCOLS.md §5):
 //!
-//! Checked after every round, in the sandbox and in every upload: each
-//! `gen.N` (N >= 1) holds exactly one `ckpt_*.dmtcp`, of the configured
-//! size, no `.temp`, the restart script and not its symlink; the image is of this job (its arguments) and records `out` at
-//! exactly the size of the output of the steps it has done; `out` holds at
-//! least that and is a prefix of the uninterrupted output. The newest
-//! generation (and its step) never goes back within a run, nor in the
-//! spool; exit 85 means a new one; a run that ends by itself says it
-//! restarted from the newest generation. No process of the sandbox is
-//! left after any round. Processes left behind are reported at the end of
-//! the run (the loop goes on without them); anything else fails at once,
-//! with the round's stderr and the history of the run.
+//! - The spool holds the top-level files of the sandbox as last uploaded.
+//!   Every start is in a new sandbox directory (`dir_N`, a new path; the
+//!   old one removed) holding the spool's files and the job (its input).
+//! - Each round runs `ckptrun --mode dmtcp --stdout out --dmtcp-dir BIN
+//!   --images-dir IMAGES [--interval SECS] [--keep K] -- ./job STEPS MS`
+//!   with a job ad giving `JobMaxVacateTime`, then at a random instant (a
+//!   quarter of them in the first 150 ms: the coordinator starting, the job
+//!   joining, a restart under way), one of:
+//!   - an eviction: SIGTERM, then, if ckptrun is still there when the
+//!     vacate time is over, SIGKILL for every process of the job (the
+//!     starter's hard kill), some of them aimed at the checkpoint's moments
+//!     (an image begun, the images complete, the commit being written);
+//!   - `condor_vacate_job -fast`: SIGKILL for every process of the job;
+//!   - a crash of the machine: SIGKILL to ckptrun alone, at a random
+//!     instant or aimed at those moments (after an eviction began, or
+//!     during an `--interval` checkpoint). The job must die with ckptrun
+//!     and the coordinator with its last client; what is left after
+//!     GONE_WITHIN is reported (the starter then ends it, as HTCondor
+//!     does).
+//!
+//!   After EVENTS_FOR (or ROUNDS rounds) a last round lets the job end.
+//! - Exit 85 and an eviction (however it ended) upload the sandbox's new
+//!   and changed top-level files, never a directory, merged over the spool
+//!   all at once; a crash or a `-fast` vacate uploads nothing.
+//! - A start with no committed checkpoint (generation 0 alone) is a fresh
+//!   run: ckptrun appends to `out` (README), so the harness removes the
+//!   `out` a failed attempt uploaded, as a user's wrapper would.
+//!
+//! Checked after every round, in the sandbox and in the spool: every slot
+//! file is empty or a whole archive (GNU tar reads it) whose generations
+//! 1 and up hold an image and a restart script; `out` and `data` are
+//! prefixes of an uninterrupted run's; the newest generation never goes
+//! back (in a sandbox, nor in the spool); exit 85 means a new generation;
+//! a ckptrun that ended by itself started from the newest generation and
+//! left no images directory; nothing is left running (no process of the
+//! job, no coordinator). At the end, `out` and `data` are an uninterrupted
+//! run's. Processes left behind are reported at the end of the run; any
+//! other failure stops it at once, with ckptrun's stderr and the history.
 //!
 //! Random choices come from a seed printed first; rerun a failure with
-//! `CKPTRUN_HARNESS_SEED=N cargo test --test dmtcp_harness`.
+//! `CKPTRUN_HARNESS_SEED=N cargo test --test dmtcp_harness` (the choices
+//! replay; the timing of the real processes does not).
+//! `CKPTRUN_HARNESS_HISTORY=1` prints every round's history at the end of
+//! a run that passed too.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{
-    CKPTRUN, Rng, clock_seed, dmtcp_job, install_dmtcp_tools, processes_from, signal, wait_at_most,
-    wait_until_handled,
-};
+use common::{CKPTRUN, Rng, clock_seed, real_dmtcp, signal, wait_at_most, wait_until_handled};
 
-const STEPS: u64 = 600;
-const STEP_MS: u64 = 10;
-const ARG: &str = "arg with spaces";
-const INTERVAL: &str = "0.15";
-const IMAGE_KB: u64 = 4096;
-const WRITE_MS_PER_MB: u64 = 20;
+const STEPS: u32 = 500;
+const STEP_MS: u32 = 40;
 const STORE: &str = "ckptrun.store";
-const IMAGES: &str = ".images";
-const SCRIPT: &str = "dmtcp_restart_script.sh";
 const OUT: &str = "out";
+const DATA: &str = "data";
+const JOB: &str = "job";
 const CHECKPOINTED: i32 = 85;
-/// Rounds with a random event; the one after runs to the end.
-const ROUNDS: u32 = 20;
+const NO_ANSWER: i32 = 124;
+/// Rounds with a random event, at most; the one after runs to the end.
+const ROUNDS: u32 = 40;
 /// After this long, the next round runs to the end.
-const EVENTS_FOR: Duration = Duration::from_secs(22);
-/// How long the processes of a killed ckptrun may take to go.
-const GONE_WITHIN: Duration = Duration::from_millis(1500);
+const EVENTS_FOR: Duration = Duration::from_secs(70);
+/// How long the processes of a crashed ckptrun may take to go.
+const GONE_WITHIN: Duration = Duration::from_secs(3);
 /// How long ckptrun may run on its own in a round.
-const RUN_LIMIT: Duration = Duration::from_secs(30);
+const RUN_LIMIT: Duration = Duration::from_secs(90);
+/// How long an aimed event waits for its moment.
+const AIM_WITHIN: Duration = Duration::from_secs(15);
 
 /// What a round does to ckptrun.
 #[derive(Clone, Copy, Debug)]
 enum Action {
     RunToExit,
-    /// SIGTERM after `after_ms`, then wait for ckptrun.
+    /// SIGTERM after `after_ms`; the starter's SIGKILL for every process
+    /// of the job at `kill` (after the SIGTERM) if ckptrun is still there.
     Evict {
         after_ms: u64,
+        kill: When,
     },
-    /// SIGTERM after `after_ms`, then SIGKILL for every process of the
-    /// sandbox at `vacate` (counted from the SIGTERM).
-    EvictThenKill {
-        after_ms: u64,
-        vacate: When,
-    },
-    /// SIGKILL to ckptrun alone at `at`. `keep`: the sandbox survives and
-    /// the next start is made in it; else from the spool.
-    Crash {
+    /// `condor_vacate_job -fast`: SIGKILL for every process of the job.
+    FastVacate {
         at: When,
-        keep: bool,
+    },
+    /// The machine dies: SIGKILL to ckptrun alone at `at`, after an
+    /// eviction's SIGTERM at `evicted_ms` if any.
+    Crash {
+        evicted_ms: Option<u64>,
+        at: When,
     },
 }
 
@@ -118,10 +115,28 @@ enum Action {
 enum When {
     /// This many ms from now.
     In(u64),
-    /// `delay_us` after a checkpoint becomes complete in `.images` (its
-    /// restart script appears) once `skip` commits have been made in this
-    /// run.
-    IntoCommit { skip: u64, delay_us: u64 },
+    /// `delay_us` after `Moment` is first seen.
+    After(Moment, u64),
+}
+
+/// Moments of a checkpoint that kills are aimed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Moment {
+    /// DMTCP has begun writing an image.
+    ImageBegun,
+    /// The images are complete (the restart script's symlink is there).
+    ImagesComplete,
+    /// ckptrun is writing the commit (`.ckptrun.store/building`).
+    Committing,
+}
+
+/// A round's settings besides its action.
+#[derive(Clone, Copy, Debug)]
+struct Settings {
+    /// `--interval SECS`, in ms.
+    interval_ms: Option<u64>,
+    /// The job ad's JobMaxVacateTime.
+    vacate_s: u64,
 }
 
 /// How a round's ckptrun ended.
@@ -129,44 +144,38 @@ struct Played {
     status: ExitStatus,
     /// SIGTERM was sent.
     evicted: bool,
-    /// The harness SIGKILLed it.
+    /// The harness SIGKILLed ckptrun (alone, or with everything).
     killed: bool,
+    /// ... and the machine is gone: nothing is uploaded.
+    crashed: bool,
+    /// An aimed event did not see its moment.
+    missed: bool,
 }
 
 #[derive(Default)]
 struct Tally {
     rounds: u32,
     evictions: u32,
-    vacate_kills: u32,
-    crashes_kept: u32,
-    crashes_lost: u32,
-    aimed_kills: u32,
     exits_85: u32,
+    exits_85_interval: u32,
+    exits_124: u32,
+    vacate_kills: u32,
+    fast_vacates: u32,
+    crashes: u32,
+    aimed: u32,
+    aimed_missed: u32,
     restarts: u32,
     fresh_over_output: u32,
-    /// Kills that left a complete checkpoint uncommitted in `.images`.
-    complete_lost: u32,
-    /// Kills that left other scratch in the store.
-    scratch_left: u32,
+    uploads: u32,
+    images_left_by_kills: usize,
     newest: u64,
 }
 
-/// The newest generation of a store and the step it resumes at; (0, 0)
-/// when there is none, or only generation 0.
-#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
-struct Newest {
-    generation: u64,
-    step: u64,
-}
-
-impl std::fmt::Debug for Newest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "gen.{} (step {})", self.generation, self.step)
-    }
-}
-
 #[test]
-fn evictions_and_crashes_never_lose_or_tear_a_dmtcp_checkpoint() {
+fn evictions_and_crashes_under_the_real_dmtcp_never_lose_or_tear_a_checkpoint() {
+    let Some(bin) = real_dmtcp("dmtcp_harness") else {
+        return;
+    };
     let seed = std::env::var("CKPTRUN_HARNESS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -175,187 +184,231 @@ fn evictions_and_crashes_never_lose_or_tear_a_dmtcp_checkpoint() {
     let mut rng = Rng(seed);
     let base = std::env::temp_dir().join(format!("ckptrun-dmtcp-harness-{}", std::process::id()));
     let _ = fs::remove_dir_all(&base);
-    fs::create_dir_all(&base).unwrap();
-    let spool = base.join("spool");
-    fs::create_dir(&spool).unwrap();
-    let sandbox = base.join("sandbox");
-    let reference = reference();
+    fs::create_dir_all(base.join("images")).unwrap();
+    let job = compile_job(&base);
+    let (reference_out, reference_data) = reference(&base, &job);
+    let keep = rng.below(3);
     let mut run = Run {
         seed,
         base: base.clone(),
-        sandbox: sandbox.clone(),
-        reference,
-        history: Vec::new(),
+        bin,
+        job,
+        keep,
+        reference_out,
+        reference_data,
+        history: vec![format!("--keep {keep}")],
         left_behind: Vec::new(),
         round: 0,
         stderr: String::new(),
+        spool: BTreeMap::new(),
     };
 
     let started = Instant::now();
     let mut tally = Tally::default();
-    let mut spool_newest = Newest::default();
-    let mut keep_sandbox = false;
+    let mut spool_newest = 0;
+    let mut sandbox = PathBuf::new();
     for round in 1..=ROUNDS + 1 {
         run.round = round;
         run.stderr.clear();
         tally.rounds = round;
-        if !keep_sandbox {
-            make_sandbox(&sandbox, &spool);
+        if !sandbox.as_os_str().is_empty() {
+            fs::remove_dir_all(&sandbox).unwrap();
         }
-        // Where the image records `out`: the sandbox's real path.
-        let out_at = sandbox.canonicalize().unwrap().join(OUT);
+        sandbox = base.join(format!("dir_{round}"));
+        let given = run.make_sandbox(&sandbox);
         let at_start = run
-            .check_tree(&sandbox, &out_at)
+            .check_tree(&sandbox)
             .unwrap_or_else(|why| run.fail(&format!("before the start: {why}")));
         if at_start.generation == 0 {
             tally.fresh_over_output += u32::from(fs::remove_file(sandbox.join(OUT)).is_ok());
         } else {
             tally.restarts += 1;
         }
+        let images_before = names_in(&base.join("images"));
 
-        let action = if round > ROUNDS || started.elapsed() > EVENTS_FOR {
-            Action::RunToExit
-        } else {
-            pick(&mut rng)
+        let last = round > ROUNDS || started.elapsed() > EVENTS_FOR;
+        let (action, settings) = match last {
+            true => (
+                Action::RunToExit,
+                Settings {
+                    interval_ms: None,
+                    vacate_s: 60,
+                },
+            ),
+            false => pick(&mut rng),
         };
-        let mut ckptrun = spawn(&sandbox);
+        let mut ckptrun = run.spawn(&sandbox, settings);
         let stderr = capture(&mut ckptrun);
-        let played = play(&mut ckptrun, &sandbox, action, at_start.generation);
-        // Every process of the sandbox must go: at once when ckptrun
-        // exited or all were killed; when ckptrun alone was killed, as
-        // soon as the job has died with it and the coordinator after it.
+        let own_images = at_start.images_dir.clone();
+        let played = play(
+            &mut ckptrun,
+            &Where {
+                base: &base,
+                sandbox: &sandbox,
+                images_before: &images_before,
+                own_images: own_images.as_deref(),
+            },
+            action,
+            settings,
+        );
+        // Once ckptrun has ended: whatever is left of the job.
         let limit = match &played {
-            Ok(p) if p.killed && !p.evicted => GONE_WITHIN,
+            Ok(p) if p.killed && !p.crashed => Duration::ZERO,
+            Ok(p) if p.killed => GONE_WITHIN,
             _ => Duration::from_millis(500),
         };
-        let left = wait_gone(&sandbox, limit);
+        let left = wait_gone(&base, limit);
         run.stderr = stderr.text();
         let played = played.unwrap_or_else(|why| run.fail(&format!("{action:?}: {why}")));
         let status = played.status;
-        // ckptrun killed before the job joined the coordinator: nothing
-        // can end a coordinator that never had a client (README); the next
-        // start in this sandbox must (it is checked after that round).
-        let crashed = played.killed && !played.evicted;
-        if crashed && !left.is_empty() && only_coordinators(&sandbox) {
-            run.history.push(format!(
-                "round {round}: a coordinator with no client yet outlived ckptrun; the next start must end it"
-            ));
-        } else if !left.is_empty() {
-            run.left_behind.push(format!(
-                "round {round}, {action:?}, {}: still running {} ms after the end:\n  {}",
-                ended(status),
-                limit.as_millis(),
-                left.join("\n  ")
-            ));
-            kill_all_from(&sandbox);
+        let said_joined = run.stderr.contains("the job runs under DMTCP")
+            || run.stderr.contains("restart complete");
+        if !left.is_empty() {
+            let coordinators_only = left.iter().all(|p| p.contains("dmtcp_coordinator"));
+            if played.crashed && coordinators_only && !said_joined {
+                // README: a coordinator no client joined cannot know to
+                // exit; HTCondor ends it with the job.
+                run.history.push(format!(
+                    "round {round}: a coordinator no client had joined outlived ckptrun"
+                ));
+            } else {
+                run.left_behind.push(format!(
+                    "round {round}, {action:?}, {}: still running {} ms after the end:\n  {}",
+                    ended(status),
+                    limit.as_millis(),
+                    left.join("\n  ")
+                ));
+            }
+            // The starter ends every process of the job.
+            kill_all_under(&base);
         }
         let code = status.code();
+        run.history.push(format!(
+            "round {round}: from generation {}, {action:?}, {settings:?}: {}",
+            at_start.generation,
+            ended(status)
+        ));
         let expected_end = match (code, status.signal()) {
             (Some(0), _) => true,
-            (Some(CHECKPOINTED), _) => played.evicted,
+            (Some(CHECKPOINTED), _) => played.evicted || settings.interval_ms.is_some(),
+            (Some(NO_ANSWER), _) => played.evicted,
             (_, Some(libc::SIGKILL)) => played.killed,
             _ => false,
         };
-        run.history.push(format!(
-            "round {round}: from {at_start:?}, {action:?}: {}",
-            ended(status)
-        ));
         if !expected_end {
             run.fail(&format!("{action:?}: unexpected end: {}", ended(status)));
         }
         tally.evictions += u32::from(played.evicted);
         tally.exits_85 += u32::from(code == Some(CHECKPOINTED));
-        if played.killed {
-            match action {
-                Action::EvictThenKill { .. } => tally.vacate_kills += 1,
-                Action::Crash { keep: true, .. } => tally.crashes_kept += 1,
-                _ => tally.crashes_lost += 1,
-            }
-            let aimed = matches!(
-                action,
-                Action::Crash {
-                    at: When::IntoCommit { .. },
-                    ..
-                } | Action::EvictThenKill {
-                    vacate: When::IntoCommit { .. },
-                    ..
-                }
-            );
-            tally.aimed_kills += u32::from(aimed);
-            let store = sandbox.join(STORE);
-            if fs::symlink_metadata(store.join(IMAGES).join(SCRIPT)).is_ok() {
-                tally.complete_lost += 1;
-            } else if names_in(&store)
-                .iter()
-                .any(|n| n.starts_with('.') && n != IMAGES && n != ".coordinator-port")
-            {
-                tally.scratch_left += 1;
-            }
+        tally.exits_85_interval += u32::from(code == Some(CHECKPOINTED) && !played.evicted);
+        tally.exits_124 += u32::from(code == Some(NO_ANSWER));
+        match action {
+            Action::Evict { .. } if played.killed => tally.vacate_kills += 1,
+            Action::FastVacate { .. } if played.killed => tally.fast_vacates += 1,
+            Action::Crash { .. } if played.killed => tally.crashes += 1,
+            _ => {}
         }
+        let aimed = matches!(
+            action,
+            Action::Evict {
+                kill: When::After(..),
+                ..
+            } | Action::FastVacate {
+                at: When::After(..)
+            } | Action::Crash {
+                at: When::After(..),
+                ..
+            }
+        );
+        tally.aimed += u32::from(aimed && !played.missed);
+        tally.aimed_missed += u32::from(aimed && played.missed);
 
         // Stricter than HTCondor needs: even where nothing is uploaded,
         // what a kill leaves must be whole.
         let at_end = run
-            .check_tree(&sandbox, &out_at)
+            .check_tree(&sandbox)
             .unwrap_or_else(|why| run.fail(&format!("{action:?}, {}: {why}", ended(status))));
-        let last = run.history.last_mut().unwrap();
-        last.push_str(&format!(", newest now {at_end:?}"));
-        if at_end.generation < at_start.generation || at_end.step < at_start.step {
+        run.history
+            .last_mut()
+            .unwrap()
+            .push_str(&format!(", newest now {}", at_end.generation));
+        if at_end.generation < at_start.generation {
             run.fail(&format!(
-                "{action:?}, {}: the newest generation went back from {at_start:?} to {at_end:?}",
-                ended(status)
+                "the newest generation went back from {} to {}",
+                at_start.generation, at_end.generation
             ));
         }
         if code == Some(CHECKPOINTED) && at_end.generation <= at_start.generation {
             run.fail(&format!(
-                "exit 85 but no new generation: newest {at_end:?}, {at_start:?} at the start"
+                "exit 85 but no new generation: newest {}, {} at the start",
+                at_end.generation, at_start.generation
             ));
         }
         if !played.killed {
-            // It ended by itself: it started from the newest generation.
+            // It ended by itself: it started from the newest generation,
+            // and removed its images directory.
             let said = match at_start.generation {
                 0 => "fresh start: dmtcp_launch".to_string(),
                 g => format!("restart from generation {g} "),
             };
             if !run.stderr.contains(&said) {
-                run.fail(&format!(
-                    "{action:?}, {}: stderr lacks {said:?}",
-                    ended(status)
-                ));
+                run.fail(&format!("{}: stderr lacks {said:?}", ended(status)));
+            }
+            let used = own_images.or_else(|| images_dir_said(&run.stderr));
+            match used {
+                Some(dir) if dir.exists() => run.fail(&format!(
+                    "{}: its images directory {} is left",
+                    ended(status),
+                    dir.display()
+                )),
+                Some(_) => {}
+                None => run.fail("which images directory it used is not known"),
             }
         }
+        tally.newest = tally.newest.max(at_end.generation);
 
         if code == Some(0) {
             let out = fs::read(sandbox.join(OUT)).unwrap_or_default();
-            if out != run.reference {
-                run.fail(&format!(
-                    "exit 0, but {OUT} differs from an uninterrupted run's: {}",
-                    difference(&out, &run.reference)
-                ));
+            let data = fs::read(sandbox.join(DATA)).unwrap_or_default();
+            for (name, got, want) in [
+                (OUT, &out, &run.reference_out),
+                (DATA, &data, &run.reference_data),
+            ] {
+                if got != want {
+                    run.fail(&format!(
+                        "exit 0, but {name} differs from an uninterrupted run's: {}",
+                        difference(got, want)
+                    ));
+                }
             }
-            tally.newest = tally.newest.max(at_end.generation);
+            tally.images_left_by_kills = names_in(&base.join("images")).len();
             eprintln!(
-                "dmtcp harness: finished in {} rounds, {:.1} s: {} evictions ({} exits 85, {} \
-                 killed at the end of their vacate time), {} crashes of ckptrun alone ({} in a \
-                 sandbox kept, {} with the machine lost), {} kills aimed at a commit, {} kills \
-                 left a complete checkpoint uncommitted, {} left other scratch, {} restarts from a \
-                 generation, {} fresh starts over an earlier run's {OUT}, newest generation {}; \
-                 seed {seed}",
+                "dmtcp harness: finished in {} rounds, {:.1} s, --keep {keep}: {} evictions, {} \
+                 exits 85 ({} of them --interval), {} exits 124, {} killed at the end of their \
+                 vacate time, {} -fast vacates, {} crashes; {} kills aimed at a checkpoint's \
+                 moment ({} more missed it); {} restarts from a generation, {} fresh starts \
+                 over an earlier attempt's {OUT}; {} uploads; newest generation {}; {} images \
+                 directories left by killed runs; seed {seed}",
                 tally.rounds,
                 started.elapsed().as_secs_f64(),
                 tally.evictions,
                 tally.exits_85,
+                tally.exits_85_interval,
+                tally.exits_124,
                 tally.vacate_kills,
-                tally.crashes_kept + tally.crashes_lost,
-                tally.crashes_kept,
-                tally.crashes_lost,
-                tally.aimed_kills,
-                tally.complete_lost,
-                tally.scratch_left,
+                tally.fast_vacates,
+                tally.crashes,
+                tally.aimed,
+                tally.aimed_missed,
                 tally.restarts,
                 tally.fresh_over_output,
+                tally.uploads,
                 tally.newest,
+                tally.images_left_by_kills,
             );
+            if std::env::var_os("CKPTRUN_HARNESS_HISTORY").is_some() {
+                eprintln!("--- history:\n{}", run.history.join("\n"));
+            }
             if !run.left_behind.is_empty() {
                 panic!(
                     "processes were left behind in {} of {} rounds; seed {seed} (rerun with \
@@ -369,42 +422,277 @@ fn evictions_and_crashes_never_lose_or_tear_a_dmtcp_checkpoint() {
             let _ = fs::remove_dir_all(&base);
             return;
         }
-        tally.newest = tally.newest.max(at_end.generation);
 
-        // HTCondor's transfers: exit 85, or any eviction, uploads.
-        if played.evicted || code == Some(CHECKPOINTED) {
-            upload(&sandbox, &spool);
+        // HTCondor's transfers: exit 85, or an eviction the machine
+        // survived.
+        let evicted = played.evicted && !played.crashed;
+        if evicted || code == Some(CHECKPOINTED) {
+            run.upload(&sandbox, &given);
+            tally.uploads += 1;
+            let spool_dir = run.write_spool();
             let uploaded = run
-                .check_tree(&spool, &out_at)
+                .check_tree(&spool_dir)
                 .unwrap_or_else(|why| run.fail(&format!("{action:?}, in the upload: {why}")));
-            if uploaded.generation < spool_newest.generation || uploaded.step < spool_newest.step {
+            if uploaded.generation < spool_newest {
                 run.fail(&format!(
-                    "the spool's newest generation went back from {spool_newest:?} to {uploaded:?}"
+                    "the spool's newest generation went back from {spool_newest} to {}",
+                    uploaded.generation
                 ));
             }
-            spool_newest = uploaded;
+            spool_newest = uploaded.generation;
         }
-        keep_sandbox = matches!(action, Action::Crash { keep: true, .. }) && played.killed;
     }
     run.fail(&format!("not finished after {} rounds", ROUNDS + 1));
+}
+
+/// A random action, and the round's settings.
+fn pick(rng: &mut Rng) -> (Action, Settings) {
+    fn instant(rng: &mut Rng) -> u64 {
+        match rng.below(4) {
+            0 => rng.below(150),
+            _ => 150 + rng.below(2500),
+        }
+    }
+    fn moment(rng: &mut Rng) -> When {
+        let (moment, delay_us) = match rng.below(3) {
+            0 => (Moment::ImageBegun, rng.below(400_000)),
+            1 => (Moment::ImagesComplete, rng.below(30_000)),
+            _ => (Moment::Committing, rng.below(20_000)),
+        };
+        When::After(moment, delay_us)
+    }
+    let mut settings = Settings {
+        interval_ms: None,
+        vacate_s: [1, 2, 4, 8, 8, 30][rng.below(6) as usize],
+    };
+    if rng.below(4) == 0 {
+        settings.interval_ms = Some(800 + rng.below(2200));
+    }
+    let action = match rng.below(16) {
+        0..=5 => Action::Evict {
+            after_ms: instant(rng),
+            kill: When::In(settings.vacate_s * 1000),
+        },
+        6..=7 => Action::Evict {
+            after_ms: instant(rng),
+            kill: moment(rng),
+        },
+        8 => Action::FastVacate {
+            at: When::In(instant(rng)),
+        },
+        9..=11 => Action::Crash {
+            evicted_ms: None,
+            at: When::In(instant(rng)),
+        },
+        12..=13 => Action::Crash {
+            evicted_ms: Some(instant(rng)),
+            at: moment(rng),
+        },
+        _ => {
+            // A checkpoint of its own to aim at: --interval.
+            settings.interval_ms = Some(800 + rng.below(1200));
+            match rng.below(2) {
+                0 => Action::Crash {
+                    evicted_ms: None,
+                    at: moment(rng),
+                },
+                _ => Action::FastVacate { at: moment(rng) },
+            }
+        }
+    };
+    (action, settings)
+}
+
+/// Where a round's processes and files are.
+struct Where<'a> {
+    base: &'a Path,
+    sandbox: &'a Path,
+    /// The images directories there were before ckptrun started.
+    images_before: &'a [String],
+    /// The images directory of the generation it restarts from.
+    own_images: Option<&'a Path>,
+}
+
+impl Where<'_> {
+    /// The run's images directory: the generation's, or the new one.
+    fn images(&self) -> Option<PathBuf> {
+        if let Some(dir) = self.own_images {
+            return Some(dir.to_path_buf());
+        }
+        let now = names_in(&self.base.join("images"));
+        now.into_iter()
+            .find(|n| !self.images_before.contains(n))
+            .map(|n| self.base.join("images").join(n))
+    }
+
+    fn seen(&self, moment: Moment) -> bool {
+        if moment == Moment::Committing {
+            return self.sandbox.join(".ckptrun.store/building").exists();
+        }
+        let Some(images) = self.images() else {
+            return false;
+        };
+        let names = names_in(&images);
+        match moment {
+            Moment::ImageBegun => names
+                .iter()
+                .any(|n| n.starts_with("ckpt_") && n.contains(".dmtcp")),
+            _ => names.iter().any(|n| n == "dmtcp_restart_script.sh"),
+        }
+    }
+}
+
+/// Plays `action` on a running ckptrun.
+fn play(
+    ckptrun: &mut Child,
+    at: &Where,
+    action: Action,
+    settings: Settings,
+) -> Result<Played, String> {
+    let pid = ckptrun.id() as i32;
+    let mut played = Played {
+        status: ExitStatus::from_raw(0),
+        evicted: false,
+        killed: false,
+        crashed: false,
+        missed: false,
+    };
+    let finish = |ckptrun: &mut Child, mut played: Played| match wait_at_most(ckptrun, RUN_LIMIT) {
+        Some(status) => {
+            played.status = status;
+            Ok(played)
+        }
+        None => {
+            kill_everything(ckptrun, at.base);
+            Err(format!("ckptrun did not exit within {RUN_LIMIT:?}"))
+        }
+    };
+    let evict = |ckptrun: &mut Child, played: &mut Played, after_ms: u64| {
+        if let Some(status) = wait_at_most(ckptrun, Duration::from_millis(after_ms)) {
+            played.status = status;
+            return false;
+        }
+        wait_until_handled(pid, libc::SIGTERM);
+        signal(pid, libc::SIGTERM);
+        played.evicted = true;
+        true
+    };
+    match action {
+        Action::RunToExit => finish(ckptrun, played),
+        Action::Evict { after_ms, kill } => {
+            if !evict(ckptrun, &mut played, after_ms) {
+                return Ok(played);
+            }
+            // The starter's hard kill comes at the vacate time at the latest.
+            let vacate = Instant::now() + Duration::from_secs(settings.vacate_s);
+            match reach(ckptrun, at, kill, vacate, &mut played) {
+                Some(status) => played.status = status,
+                None => {
+                    played.status = kill_everything(ckptrun, at.base);
+                    played.killed = true;
+                }
+            }
+            Ok(played)
+        }
+        Action::FastVacate { at: when } => {
+            let never = Instant::now() + RUN_LIMIT;
+            match reach(ckptrun, at, when, never, &mut played) {
+                Some(status) => played.status = status,
+                None => {
+                    played.status = kill_everything(ckptrun, at.base);
+                    played.killed = true;
+                    played.crashed = true;
+                }
+            }
+            Ok(played)
+        }
+        Action::Crash {
+            evicted_ms,
+            at: when,
+        } => {
+            if let Some(after_ms) = evicted_ms
+                && !evict(ckptrun, &mut played, after_ms)
+            {
+                return Ok(played);
+            }
+            let never = Instant::now() + RUN_LIMIT;
+            match reach(ckptrun, at, when, never, &mut played) {
+                Some(status) => played.status = status,
+                None => {
+                    signal(pid, libc::SIGKILL);
+                    played.status = ckptrun.wait().unwrap();
+                    played.killed = true;
+                    played.crashed = true;
+                }
+            }
+            Ok(played)
+        }
+    }
+}
+
+/// Waits for the moment `when` (at the latest `limit`); ckptrun's status
+/// if it exits before.
+fn reach(
+    ckptrun: &mut Child,
+    at: &Where,
+    when: When,
+    limit: Instant,
+    played: &mut Played,
+) -> Option<ExitStatus> {
+    let left = |from: Instant| limit.saturating_duration_since(from);
+    let (moment, delay_us) = match when {
+        When::In(ms) => {
+            return wait_at_most(ckptrun, Duration::from_millis(ms).min(left(Instant::now())));
+        }
+        When::After(moment, delay_us) => (moment, delay_us),
+    };
+    let give_up = (Instant::now() + AIM_WITHIN).min(limit);
+    loop {
+        if let Some(status) = ckptrun.try_wait().unwrap() {
+            return Some(status);
+        }
+        if at.seen(moment) {
+            break;
+        }
+        if Instant::now() >= give_up {
+            played.missed = true;
+            return None;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let delay = Duration::from_micros(delay_us).min(left(Instant::now()));
+    wait_at_most(ckptrun, delay)
 }
 
 /// The state of the loop, for the checks and for failure messages.
 struct Run {
     seed: u64,
     base: PathBuf,
-    sandbox: PathBuf,
-    reference: Vec<u8>,
+    /// The real DMTCP's bin directory.
+    bin: PathBuf,
+    /// The job, compiled.
+    job: PathBuf,
+    keep: u64,
+    reference_out: Vec<u8>,
+    reference_data: Vec<u8>,
     history: Vec<String>,
     left_behind: Vec<String>,
     round: u32,
     /// ckptrun's stderr in this round.
     stderr: String,
+    /// The top-level files HTCondor holds for the job.
+    spool: BTreeMap<String, Vec<u8>>,
+}
+
+/// The newest generation of a tree, and the images directory it records.
+struct Newest {
+    generation: u64,
+    images_dir: Option<PathBuf>,
 }
 
 impl Run {
     fn fail(&self, what: &str) -> ! {
-        kill_all_from(&self.sandbox);
+        kill_all_under(&self.base);
         let seed = self.seed;
         panic!(
             "{what}\nseed {seed} (rerun with CKPTRUN_HARNESS_SEED={seed}), round {}, files in {}\n\
@@ -418,325 +706,205 @@ impl Run {
         )
     }
 
-    /// The newest generation of the tree at `dir` (a sandbox or the
-    /// spool), after checking every generation and `out` there; `out_at`
-    /// is where images record `out`.
-    fn check_tree(&self, dir: &Path, out_at: &Path) -> Result<Newest, String> {
-        let out = fs::read(dir.join(OUT)).unwrap_or_default();
-        if !self.reference.starts_with(&out) {
-            return Err(format!(
-                "{OUT} is not a prefix of an uninterrupted run's output: {}",
-                difference(&out, &self.reference)
-            ));
+    /// A new sandbox: the spool's files and the job. Returns what it was
+    /// given, to tell new and changed files from it at the upload.
+    fn make_sandbox(&self, sandbox: &Path) -> BTreeMap<String, Vec<u8>> {
+        fs::create_dir(sandbox).unwrap();
+        for (name, bytes) in &self.spool {
+            fs::write(sandbox.join(name), bytes).unwrap();
         }
-        let store = dir.join(STORE);
-        let mut newest = Newest::default();
-        for name in names_in(&store) {
-            if name.starts_with('.') {
-                continue; // scratch: removed at the next start
+        fs::copy(&self.job, sandbox.join(JOB)).unwrap();
+        let mut given = self.spool.clone();
+        given.insert(JOB.to_string(), fs::read(&self.job).unwrap());
+        given
+    }
+
+    /// HTCondor's upload: the sandbox's new and changed top-level files
+    /// (not directories), merged over the spool at once.
+    fn upload(&mut self, sandbox: &Path, given: &BTreeMap<String, Vec<u8>>) {
+        let mut changed = BTreeMap::new();
+        for entry in fs::read_dir(sandbox).unwrap().flatten() {
+            if !entry.file_type().unwrap().is_file() {
+                continue;
             }
-            let Some(number) = name
-                .strip_prefix("gen.")
-                .filter(|n| n.len() == 10 && n.bytes().all(|b| b.is_ascii_digit()))
-            else {
-                return Err(format!("{STORE}/{name}: not ckptrun's"));
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let bytes = fs::read(entry.path()).unwrap();
+            if given.get(&name) != Some(&bytes) {
+                changed.insert(name, bytes);
+            }
+        }
+        changed.remove(JOB);
+        self.spool.extend(changed);
+    }
+
+    /// The spool as files, to be checked with the same tools.
+    fn write_spool(&self) -> PathBuf {
+        let dir = self.base.join("spool");
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir(&dir).unwrap();
+        for (name, bytes) in &self.spool {
+            fs::write(dir.join(name), bytes).unwrap();
+        }
+        dir
+    }
+
+    /// `ckptrun --mode dmtcp ...` in `sandbox`, its stderr piped.
+    fn spawn(&self, sandbox: &Path, settings: Settings) -> Child {
+        let ad = self.base.join("job.ad");
+        fs::write(&ad, format!("JobMaxVacateTime = {}\n", settings.vacate_s)).unwrap();
+        let mut cmd = Command::new(CKPTRUN);
+        cmd.args(["--mode", "dmtcp", "-v", "--stdout", OUT, "--dmtcp-dir"])
+            .arg(&self.bin)
+            .arg("--images-dir")
+            .arg(self.base.join("images"))
+            .args(["--keep", &self.keep.to_string()]);
+        if let Some(ms) = settings.interval_ms {
+            cmd.args(["--interval", &format!("{:.3}", ms as f64 / 1000.0)]);
+        }
+        cmd.args(["--", "./job", &STEPS.to_string(), &STEP_MS.to_string()])
+            .current_dir(sandbox)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env("PATH", "/usr/bin:/bin")
+            .env("_CONDOR_JOB_AD", &ad)
+            .env_remove("_CONDOR_SCRATCH_DIR")
+            .env_remove("DMTCP_COORD_HOST")
+            .env_remove("DMTCP_COORD_PORT")
+            .env_remove("DMTCP_CHECKPOINT_DIR");
+        cmd.spawn().expect("spawn ckptrun")
+    }
+
+    /// The newest generation of the tree at `dir` (a sandbox or the
+    /// spool), after checking every slot file there and `out` and `data`.
+    fn check_tree(&self, dir: &Path) -> Result<Newest, String> {
+        for (name, want) in [(OUT, &self.reference_out), (DATA, &self.reference_data)] {
+            let got = fs::read(dir.join(name)).unwrap_or_default();
+            if !want.starts_with(&got) {
+                return Err(format!(
+                    "{name} is not a prefix of an uninterrupted run's: {}",
+                    difference(&got, want)
+                ));
+            }
+        }
+        let mut newest = Newest {
+            generation: 0,
+            images_dir: None,
+        };
+        for slot in common::slots(dir, STORE) {
+            let shown = slot.file_name().unwrap().to_string_lossy().into_owned();
+            if fs::metadata(&slot)
+                .map_err(|e| format!("{shown}: {e}"))?
+                .len()
+                == 0
+            {
+                continue;
+            }
+            let members = tar_list(&slot).map_err(|why| format!("{shown}: {why}"))?;
+            let meta = common::tar_member(&slot, ".ckptrun")
+                .ok_or_else(|| format!("{shown}: no .ckptrun member"))?;
+            let meta = String::from_utf8_lossy(&meta).into_owned();
+            let value = |key: &str| {
+                meta.lines()
+                    .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+                    .map(str::to_string)
             };
-            let generation: u64 = number.parse().unwrap();
-            let at = store.join(&name);
-            let step = if generation == 0 {
-                // The starting state: no images.
-                match names_in(&at).as_slice() {
-                    [] => 0,
-                    other => return Err(format!("{}: holds {other:?}", at.display())),
+            let generation: u64 = value("generation")
+                .and_then(|g| g.parse().ok())
+                .ok_or_else(|| format!("{shown}: no generation in {meta:?}"))?;
+            if generation >= 1 {
+                let image = members.iter().find(|(name, size)| {
+                    name.starts_with("ckpt_") && name.ends_with(".dmtcp") && *size > 0
+                });
+                if image.is_none() {
+                    return Err(format!(
+                        "{shown}: generation {generation} holds no image: {members:?}"
+                    ));
                 }
-            } else {
-                self.check_generation(&at, out.len() as u64, out_at)
-                    .map_err(|why| format!("committed {}: {why}", at.display()))?
-            };
-            newest = newest.max(Newest { generation, step });
+                if !members
+                    .iter()
+                    .any(|(name, _)| name.starts_with("dmtcp_restart_script_"))
+                {
+                    return Err(format!(
+                        "{shown}: generation {generation} holds no restart script: {members:?}"
+                    ));
+                }
+                if value("images-dir").is_none_or(|d| !d.starts_with('/')) {
+                    return Err(format!("{shown}: no images-dir in {meta:?}"));
+                }
+            }
+            if generation >= newest.generation {
+                newest = Newest {
+                    generation,
+                    images_dir: value("images-dir").map(PathBuf::from),
+                };
+            }
         }
         Ok(newest)
     }
-
-    /// The step a committed generation resumes at, once it is found whole
-    /// and consistent with `out` (`out_len` bytes).
-    fn check_generation(&self, at: &Path, out_len: u64, out_at: &Path) -> Result<u64, String> {
-        let names = names_in(at);
-        if let Some(temp) = names.iter().find(|n| n.ends_with(".temp")) {
-            return Err(format!("holds {temp}, an image not complete"));
-        }
-        let images: Vec<&String> = names
-            .iter()
-            .filter(|n| n.starts_with("ckpt_") && n.ends_with(".dmtcp"))
-            .collect();
-        let [image] = images[..] else {
-            return Err(format!("{} images in {names:?}", images.len()));
-        };
-        let meta = fs::symlink_metadata(at.join(image)).map_err(|e| format!("{image}: {e}"))?;
-        if !meta.is_file() || meta.len() != IMAGE_KB * 1024 {
-            return Err(format!(
-                "{image}: {} bytes ({:?}), not the {} of a whole image",
-                meta.len(),
-                meta.file_type(),
-                IMAGE_KB * 1024
-            ));
-        }
-        // The script is kept; its symlink (DMTCP may make it absolute,
-        // into `.images`) is left out of the commit.
-        if !names.iter().any(|n| n.starts_with("dmtcp_restart_script_")) {
-            return Err(format!("no dmtcp_restart_script_*.sh in {names:?}"));
-        }
-        if fs::symlink_metadata(at.join(SCRIPT)).is_ok() {
-            return Err(format!("{SCRIPT} was committed: {names:?}"));
-        }
-        let header = read_header(&at.join(image)).map_err(|why| format!("{image}: {why}"))?;
-        let args = [STEPS.to_string(), STEP_MS.to_string(), ARG.to_string()];
-        let want: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        if header.argv.len() != 4
-            || !header.argv[0].ends_with(b"job")
-            || header.argv[1..].iter().map(Vec::as_slice).ne(want)
-        {
-            return Err(format!(
-                "{image}: the image of another command line: {:?}",
-                header
-                    .argv
-                    .iter()
-                    .map(|a| String::from_utf8_lossy(a))
-                    .collect::<Vec<_>>()
-            ));
-        }
-        let step = header.state;
-        if step > STEPS {
-            return Err(format!("{image}: at step {step} of {STEPS}"));
-        }
-        let [(path, size)] = &header.files[..] else {
-            return Err(format!(
-                "{image}: records {:?} open for writing, not {OUT} alone",
-                header.files
-            ));
-        };
-        if path != out_at {
-            return Err(format!(
-                "{image}: records {} open, not {OUT}",
-                path.display()
-            ));
-        }
-        let output = prefix_len(step);
-        if *size != output {
-            return Err(format!(
-                "{image}: at step {step}, whose output is {output} bytes, records {OUT} at {size}"
-            ));
-        }
-        if out_len < *size {
-            return Err(format!(
-                "{OUT} holds {out_len} bytes, fewer than the {size} its image records: output lost"
-            ));
-        }
-        Ok(step)
-    }
 }
 
-/// Evictions, some cut short, and crashes; a quarter of the instants in the first
-/// 60 ms (the coordinator starting, the job joining it).
-fn pick(rng: &mut Rng) -> Action {
-    fn instant(rng: &mut Rng) -> u64 {
-        match rng.below(4) {
-            0 => rng.below(60),
-            _ => rng.below(1400),
-        }
+/// The members of an archive and their sizes, as GNU tar lists them; an
+/// error if tar cannot read it whole.
+fn tar_list(archive: &Path) -> Result<Vec<(String, u64)>, String> {
+    let out = Command::new("tar")
+        .arg("-tvf")
+        .arg(archive)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(format!(
+            "GNU tar cannot read it: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
-    match rng.below(15) {
-        0..=3 => Action::Evict {
-            after_ms: instant(rng),
-        },
-        4..=6 => Action::EvictThenKill {
-            after_ms: rng.below(1400),
-            vacate: match rng.below(2) {
-                0 => When::In(rng.below(200)),
-                _ => When::IntoCommit {
-                    skip: 0,
-                    delay_us: rng.below(15_000),
-                },
-            },
-        },
-        7..=10 => Action::Crash {
-            at: When::In(instant(rng)),
-            keep: rng.below(2) == 0,
-        },
-        _ => Action::Crash {
-            at: When::IntoCommit {
-                skip: rng.below(3),
-                delay_us: rng.below(15_000),
-            },
-            keep: rng.below(2) == 0,
-        },
-    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            // MODE OWNER SIZE DATE TIME NAME [-> TARGET]
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let size = fields.get(2)?.parse().ok()?;
+            Some((fields.get(5)?.to_string(), size))
+        })
+        .collect())
 }
 
-/// Plays `action` on a running ckptrun.
-fn play(
-    ckptrun: &mut Child,
-    sandbox: &Path,
-    action: Action,
-    start_generation: u64,
-) -> Result<Played, String> {
-    let pid = ckptrun.id() as i32;
-    let played = |status, evicted, killed| Played {
-        status,
-        evicted,
-        killed,
-    };
-    let run_out = |ckptrun: &mut Child, evicted| match wait_at_most(ckptrun, RUN_LIMIT) {
-        Some(status) => Ok(played(status, evicted, false)),
-        None => {
-            kill_everything(ckptrun, sandbox);
-            Err(format!("ckptrun did not exit within {RUN_LIMIT:?}"))
-        }
-    };
-    match action {
-        Action::RunToExit => run_out(ckptrun, false),
-        Action::Evict { after_ms } | Action::EvictThenKill { after_ms, .. } => {
-            if let Some(status) = wait_at_most(ckptrun, Duration::from_millis(after_ms)) {
-                return Ok(played(status, false, false));
-            }
-            wait_until_handled(pid, libc::SIGTERM);
-            signal(pid, libc::SIGTERM);
-            let Action::EvictThenKill { vacate, .. } = action else {
-                return run_out(ckptrun, true);
-            };
-            let generation = newest_generation(sandbox);
-            match reach(ckptrun, sandbox, vacate, generation) {
-                Some(status) => Ok(played(status, true, false)),
-                None => Ok(played(kill_everything(ckptrun, sandbox), true, true)),
-            }
-        }
-        Action::Crash { at, .. } => match reach(ckptrun, sandbox, at, start_generation) {
-            Some(status) => Ok(played(status, false, false)),
-            None => {
-                signal(pid, libc::SIGKILL);
-                Ok(played(ckptrun.wait().unwrap(), false, true))
-            }
-        },
-    }
+/// tests/dmtcp_harness_job.c, compiled into `dir` (dynamically: DMTCP
+/// preloads itself).
+fn compile_job(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dmtcp_harness_job.c");
+    let bin = dir.join("dmtcp_harness_job");
+    let status = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&bin)
+        .arg(&source)
+        .status()
+        .expect("cc to build tests/dmtcp_harness_job.c");
+    assert!(status.success(), "cc tests/dmtcp_harness_job.c failed");
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    bin
 }
 
-/// Waits for the moment `when`; ckptrun's status if it exits before.
-fn reach(ckptrun: &mut Child, sandbox: &Path, when: When, generation: u64) -> Option<ExitStatus> {
-    let (skip, delay_us) = match when {
-        When::In(ms) => return wait_at_most(ckptrun, Duration::from_millis(ms)),
-        When::IntoCommit { skip, delay_us } => (skip, delay_us),
-    };
-    let script = sandbox.join(STORE).join(IMAGES).join(SCRIPT);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    // A script seen before it was first seen absent is one an earlier run
-    // left (ckptrun removes it at the start): not this run's checkpoint.
-    let mut seen_absent = false;
-    while Instant::now() < deadline {
-        if let Some(status) = ckptrun.try_wait().unwrap() {
-            return Some(status);
-        }
-        let there = fs::symlink_metadata(&script).is_ok();
-        if there && seen_absent && newest_generation(sandbox) >= generation + skip {
-            break;
-        }
-        seen_absent |= !there;
-        std::thread::sleep(Duration::from_micros(100));
-    }
-    wait_at_most(ckptrun, Duration::from_micros(delay_us))
+/// What the job writes when run to its end, uninterrupted and without
+/// DMTCP: its stdout and `data`.
+fn reference(base: &Path, job: &Path) -> (Vec<u8>, Vec<u8>) {
+    let dir = base.join("reference");
+    fs::create_dir(&dir).unwrap();
+    let out = Command::new(job)
+        .args([STEPS.to_string(), "0".to_string()])
+        .current_dir(&dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "reference run: {}", out.status);
+    let data = fs::read(dir.join(DATA)).unwrap();
+    fs::remove_dir_all(&dir).unwrap();
+    assert!(out.stdout.ends_with(b"done\n") && out.stdout == data);
+    (out.stdout, data)
 }
 
-/// A new sandbox at `sandbox`, from the spool: the tools and the job
-/// (transfer_input_files), then the last upload.
-fn make_sandbox(sandbox: &Path, spool: &Path) {
-    let _ = fs::remove_dir_all(sandbox);
-    fs::create_dir(sandbox).unwrap();
-    install_dmtcp_tools(sandbox);
-    // A hard link: a copy just written can be "text file busy" to exec.
-    if fs::hard_link(dmtcp_job(), sandbox.join("job")).is_err() {
-        fs::copy(dmtcp_job(), sandbox.join("job")).unwrap();
-    }
-    if spool.join(STORE).is_dir() {
-        copy_tree(&spool.join(STORE), &sandbox.join(STORE));
-    }
-    if spool.join(OUT).is_file() {
-        fs::copy(spool.join(OUT), sandbox.join(OUT)).unwrap();
-    }
-}
-
-/// The store and `out` of the sandbox replace the spool's, all at once.
-fn upload(sandbox: &Path, spool: &Path) {
-    let incoming = spool.with_extension("incoming");
-    let old = spool.with_extension("old");
-    let _ = fs::remove_dir_all(&incoming);
-    let _ = fs::remove_dir_all(&old);
-    fs::create_dir(&incoming).unwrap();
-    if sandbox.join(STORE).is_dir() {
-        copy_tree(&sandbox.join(STORE), &incoming.join(STORE));
-    }
-    if sandbox.join(OUT).is_file() {
-        fs::copy(sandbox.join(OUT), incoming.join(OUT)).unwrap();
-    }
-    fs::rename(spool, &old).unwrap();
-    fs::rename(&incoming, spool).unwrap();
-    fs::remove_dir_all(&old).unwrap();
-}
-
-/// Copies the tree `from` to the new directory `to`, symlinks as symlinks.
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
-    for entry in fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().unwrap();
-        if kind.is_dir() {
-            copy_tree(&src, &dst);
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else {
-            fs::copy(&src, &dst).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
-        }
-    }
-}
-
-/// `ckptrun --mode dmtcp` in `sandbox`, its stderr piped, with a PATH
-/// holding no DMTCP tool and no job ad.
-fn spawn(sandbox: &Path) -> Child {
-    let mut cmd = Command::new(CKPTRUN);
-    cmd.args([
-        "--mode",
-        "dmtcp",
-        "-v",
-        "--stdout",
-        OUT,
-        "--interval",
-        INTERVAL,
-    ])
-    .arg("--")
-    .arg("./job")
-    .args([STEPS.to_string(), STEP_MS.to_string(), ARG.to_string()])
-    .current_dir(sandbox)
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .env("PATH", "/usr/bin:/bin")
-    .env("FAKE_DMTCP_IMAGE_KB", IMAGE_KB.to_string())
-    .env("FAKE_DMTCP_WRITE_MS_PER_MB", WRITE_MS_PER_MB.to_string())
-    .env_remove("_CONDOR_JOB_AD")
-    .env_remove("DMTCP_JOB_END");
-    for knob in [
-        "FAKE_DMTCP_NEVER_COMPLETE",
-        "FAKE_DMTCP_JOIN_DELAY_MS",
-        "FAKE_DMTCP_FREEZE_MS",
-        "FAKE_DMTCP_COORD_FAIL",
-        "FAKE_DMTCP_PORT_DELAY_MS",
-        "FAKE_DMTCP_BCKPT_RETURN_MS",
-    ] {
-        cmd.env_remove(knob);
-    }
-    cmd.spawn().expect("spawn ckptrun")
-}
-
-/// ckptrun's stderr, read as it comes (a pipe: the job's stderr is not a
-/// file its images would record).
+/// ckptrun's stderr, read as it comes.
 struct Captured {
     text: Arc<Mutex<Vec<u8>>>,
     reader: std::thread::JoinHandle<()>,
@@ -769,99 +937,12 @@ impl Captured {
     }
 }
 
-/// What the job writes to stdout when run to its end, uninterrupted and
-/// without DMTCP.
-fn reference() -> Vec<u8> {
-    let out = Command::new(dmtcp_job())
-        .args([STEPS.to_string(), "0".to_string(), ARG.to_string()])
-        .env_remove("FAKE_DMTCP_COORD")
-        .env_remove("FAKE_DMTCP_RESTORE")
-        .env_remove("DMTCP_JOB_END")
-        .env_remove("DMTCP_JOB_PIDFILE")
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "reference run: {}", out.status);
-    assert!(out.stdout.len() as u64 > prefix_len(STEPS));
-    out.stdout
-}
-
-/// The size of the job's output after `steps` steps.
-fn prefix_len(steps: u64) -> u64 {
-    (0..steps).map(|i| format!("step {i}\n").len() as u64).sum()
-}
-
-/// What an image's header says (examples/fake_dmtcp/proto.rs, read here
-/// independently).
-#[derive(Debug)]
-struct Header {
-    argv: Vec<Vec<u8>>,
-    state: u64,
-    files: Vec<(PathBuf, u64)>,
-}
-
-fn read_header(path: &Path) -> Result<Header, String> {
-    let mut bytes = Vec::new();
-    fs::File::open(path)
-        .and_then(|f| f.take(1 << 16).read_to_end(&mut bytes))
-        .map_err(|e| e.to_string())?;
-    let mut lines = bytes.split(|&b| b == b'\n');
-    if lines.next() != Some(b"FAKEDMTCP1") {
-        return Err("no header".into());
-    }
-    let unhex = |text: &[u8]| -> Result<Vec<u8>, String> {
-        let text = std::str::from_utf8(text).map_err(|e| e.to_string())?;
-        (0..text.len())
-            .step_by(2)
-            .map(|i| {
-                text.get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-            })
-            .collect::<Option<_>>()
-            .ok_or_else(|| format!("bad hex {text:?}"))
-    };
-    let mut header = Header {
-        argv: Vec::new(),
-        state: u64::MAX,
-        files: Vec::new(),
-    };
-    for line in lines {
-        if line == b"end" {
-            if header.state == u64::MAX {
-                return Err("no state in the header".into());
-            }
-            return Ok(header);
-        }
-        let Some(at) = line.iter().position(|&b| b == b'=') else {
-            return Err(format!("bad line {:?}", String::from_utf8_lossy(line)));
-        };
-        let (key, value) = (&line[..at], &line[at + 1..]);
-        match key {
-            b"arg" => header.argv.push(unhex(value)?),
-            b"state" => {
-                let state = String::from_utf8(unhex(value)?).map_err(|e| e.to_string())?;
-                header.state = state.parse().map_err(|_| format!("state {state:?}"))?;
-            }
-            b"file" => {
-                let text = String::from_utf8_lossy(value);
-                let (size, path) = text.split_once(' ').ok_or("bad file line")?;
-                let size = size.parse().map_err(|_| format!("bad size {size:?}"))?;
-                let path = String::from_utf8(unhex(path.as_bytes())?).map_err(|e| e.to_string())?;
-                header.files.push((PathBuf::from(path), size));
-            }
-            _ => {}
-        }
-    }
-    Err("the header has no end (torn?)".into())
-}
-
-/// The newest `gen.N` in the sandbox's store, 0 if none.
-fn newest_generation(sandbox: &Path) -> u64 {
-    names_in(&sandbox.join(STORE))
-        .iter()
-        .filter_map(|n| n.strip_prefix("gen.")?.parse().ok())
-        .max()
-        .unwrap_or(0)
+/// The images directory a fresh start says it uses.
+fn images_dir_said(stderr: &str) -> Option<PathBuf> {
+    stderr
+        .lines()
+        .find_map(|l| l.split_once("fresh start: dmtcp_launch, images in "))
+        .map(|(_, dir)| PathBuf::from(dir.trim()))
 }
 
 fn names_in(dir: &Path) -> Vec<String> {
@@ -876,45 +957,64 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// SIGKILL for ckptrun and every process of the sandbox, as a starter
-/// whose vacate time has run out does.
-fn kill_everything(ckptrun: &mut Child, sandbox: &Path) -> ExitStatus {
-    signal(ckptrun.id() as i32, libc::SIGKILL);
-    let status = ckptrun.wait().unwrap();
-    kill_all_from(sandbox);
-    status
+/// Live processes of the harness's jobs: running a program from `base`,
+/// or in a directory under it (a restored process runs `mtcp_restart`),
+/// or naming it in their arguments (the coordinator's port file).
+fn processes_under(base: &Path) -> Vec<(i32, String)> {
+    let base_text = base.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if !common::alive(pid) {
+            continue;
+        }
+        let under = |link: &str| {
+            fs::read_link(entry.path().join(link))
+                .is_ok_and(|p| p.to_string_lossy().starts_with(&base_text))
+        };
+        let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if under("exe") || under("cwd") || cmdline.contains(&base_text) {
+            let exe = fs::read_link(entry.path().join("exe")).unwrap_or_default();
+            let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            found.push((
+                pid,
+                format!(
+                    "{pid} {} ({}): {}",
+                    exe.display(),
+                    comm.trim(),
+                    cmdline.trim()
+                ),
+            ));
+        }
+    }
+    found
 }
 
-/// Whether every process of `dir` still running is a coordinator.
-fn only_coordinators(dir: &Path) -> bool {
-    processes_from(dir).into_iter().all(|(pid, _)| {
-        let argv = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let argv0 = argv.split(|&b| b == 0).next().unwrap_or_default();
-        argv0.ends_with(b"dmtcp_coordinator")
-    })
-}
-
-/// Waits at most `limit` until no process of `dir` runs; describes those
-/// still there.
-fn wait_gone(dir: &Path, limit: Duration) -> Vec<String> {
+/// Waits at most `limit` until no process of the harness's jobs runs;
+/// describes those still there.
+fn wait_gone(base: &Path, limit: Duration) -> Vec<String> {
     let deadline = Instant::now() + limit;
     loop {
-        let left = processes_from(dir);
+        let left = processes_under(base);
         if left.is_empty() {
             return Vec::new();
         }
         if Instant::now() >= deadline {
-            return left.into_iter().map(|(pid, _)| describe(pid)).collect();
+            return left.into_iter().map(|(_, what)| what).collect();
         }
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-/// SIGKILL for every process of `dir`, until none is left (at most 5 s).
-fn kill_all_from(dir: &Path) {
+/// SIGKILL for every process of the harness's jobs, until none is left
+/// (at most 5 s).
+fn kill_all_under(base: &Path) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let left = processes_from(dir);
+        let left = processes_under(base);
         if left.is_empty() || Instant::now() > deadline {
             return;
         }
@@ -925,16 +1025,11 @@ fn kill_all_from(dir: &Path) {
     }
 }
 
-/// `PID (PROGRAM) parent PPID: ARGV`, for a failure message.
-fn describe(pid: i32) -> String {
-    let argv = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let argv: Vec<String> = argv
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let parent = common::parent_and_state(pid).map_or(0, |(ppid, _)| ppid);
-    format!("{pid} parent {parent}: {}", argv.join(" "))
+/// SIGKILL for ckptrun and every process of the job, as a starter does.
+fn kill_everything(ckptrun: &mut Child, base: &Path) -> ExitStatus {
+    signal(ckptrun.id() as i32, libc::SIGKILL);
+    kill_all_under(base);
+    ckptrun.wait().unwrap()
 }
 
 fn ended(status: ExitStatus) -> String {

@@ -120,6 +120,9 @@ impl Life {
             starts: 0,
             sandbox: PathBuf::new(),
         };
+        if user == User::Nobody {
+            std::fs::copy(CKPTRUN, life.ckptrun()).unwrap();
+        }
         life.sandbox = life.new_sandbox(None);
         life
     }
@@ -160,12 +163,23 @@ impl Life {
             User::Root => Command::new(CKPTRUN),
             User::Nobody => {
                 let mut c = Command::new("setpriv");
-                c.args(["--reuid=65534", "--regid=65534", "--clear-groups", CKPTRUN]);
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                    .arg(self.ckptrun());
                 c
             }
         };
         cmd.args(dmtcp_args(&self.bin, extra, &self.job.argv));
         in_sandbox(cmd, &self.sandbox)
+    }
+
+    /// ckptrun as this life's user runs it: for `nobody`, a copy in the
+    /// life's directory (as a user transfers it), which nobody can reach
+    /// wherever the clone is.
+    fn ckptrun(&self) -> PathBuf {
+        match self.user {
+            User::Root => PathBuf::from(CKPTRUN),
+            User::Nobody => self.base.join("ckptrun"),
+        }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -592,6 +606,40 @@ fn tools_without_their_libraries_are_refused_before_anything_starts() {
     assert_eq!(out.code(), Some(125), "{}", out.stderr);
     assert_one_error_line(&out, "DMTCP's libraries are not beside it");
     assert!(!sandbox.path("data").exists(), "the job was started");
+    assert!(left_in(&sandbox.dir).is_empty());
+}
+
+#[test]
+fn a_statically_linked_program_is_refused_before_anything_starts() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    // DMTCP preloads itself: a static program would run unprotected.
+    let sandbox = Sandbox::new("real-static");
+    std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+    let dir = bin.to_string_lossy().into_owned();
+    let out = run(sandbox
+        .ckptrun([
+            "--mode",
+            "dmtcp",
+            "--dmtcp-dir",
+            &dir,
+            "--",
+            "./job",
+            "5",
+            "10",
+        ])
+        .env("PATH", "/usr/bin:/bin"));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(
+        &out,
+        "is linked statically: DMTCP cannot preload itself into it",
+    );
+    assert!(
+        !out.stdout.contains("condor_job"),
+        "the job ran: {}",
+        out.stdout
+    );
     assert!(left_in(&sandbox.dir).is_empty());
 }
 

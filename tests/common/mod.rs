@@ -636,3 +636,35 @@ pub fn install_fake_dmtcp(prefix: &Path) -> PathBuf {
     std::fs::write(lib.join("libdmtcp.so"), b"").unwrap();
     bin
 }
+
+/// `examples/dmtcp_job.rs` built for the host's glibc target, so linked
+/// dynamically: ckptrun refuses a static PROGRAM in dmtcp mode (DMTCP
+/// could not preload itself into it). Built once per test binary.
+pub fn dmtcp_job_dynamic() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            const TARGET: &str = "x86_64-unknown-linux-gnu";
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| root.join("target"), PathBuf::from)
+                .join("fixtures");
+            let status = Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "--quiet",
+                    "--example",
+                    "dmtcp_job",
+                    "--target",
+                    TARGET,
+                ])
+                .arg("--target-dir")
+                .arg(&target_dir)
+                .current_dir(root)
+                .status()
+                .expect("run cargo");
+            assert!(status.success(), "building dmtcp_job for {TARGET} failed");
+            target_dir.join(TARGET).join("debug/examples/dmtcp_job")
+        })
+        .clone()
+}
