@@ -875,7 +875,7 @@ mod tests {
         let archive = dir.join("gen.tar");
         write(&archive, |w| w.bytes(b"x", 0o644, &[1u8; 3000]));
         let whole = std::fs::read(&archive).unwrap();
-        for cut in [whole.len() - 1, whole.len() - 512, 1000, 600, 0 + 511] {
+        for cut in [whole.len() - 1, whole.len() - 512, 1000, 600, 511] {
             std::fs::write(&archive, &whole[..cut]).unwrap();
             let file = std::fs::File::open(&archive).unwrap();
             let got = each_member(file.as_fd(), |_| Ok(true));
