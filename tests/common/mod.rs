@@ -604,9 +604,14 @@ pub fn dmtcp_counter() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let dir = root.join("target/dmtcp-jobs");
+            // Named `counter` (the jobs' argv says ./counter, and inputs
+            // are copied under their own names), one directory per test
+            // binary.
+            let dir = root
+                .join("target/dmtcp-jobs")
+                .join(std::process::id().to_string());
             std::fs::create_dir_all(&dir).unwrap();
-            let bin = dir.join(format!("counter-{}", std::process::id()));
+            let bin = dir.join("counter");
             let status = Command::new("cc")
                 .args(["-O1", "-o"])
                 .arg(&bin)
