@@ -1024,7 +1024,12 @@ fn a_kcheckpoint_before_the_job_joined_does_not_end_a_later_checkpoints_computat
     let (_, port) = d.coordinator(&[]);
     let out = d.command(port, "--kcheckpoint");
     assert_eq!(out.status.code(), Some(2));
-    let job = d.launch(port, &[], &["1000", "10"]);
+    // Images that take 125 ms: the `c` after a `K` finds it under way.
+    let job = d.launch(
+        port,
+        &[("FAKE_DMTCP_WRITE_MS_PER_MB", "2000")],
+        &["1000", "10"],
+    );
     wait_until("the job runs", || d.lines("out") >= 2);
     assert_eq!(d.command(port, "--checkpoint").status.code(), Some(0));
     wait_for_symlink(&d.sandbox.dir);
@@ -1056,9 +1061,13 @@ fn a_kcheckpoint_before_the_job_joined_does_not_end_a_later_checkpoints_computat
 fn faults_a_computation_that_stays_and_a_late_restart_script() {
     let mut d = Dmtcp::new("stays");
     let (_, port) = d.coordinator(&[]);
+    // Images that take 125 ms: the `c` after the `K` finds it under way.
     let job = d.launch(
         port,
-        &[("FAKE_DMTCP_NO_EXIT_AFTER_CKPT", "1")],
+        &[
+            ("FAKE_DMTCP_NO_EXIT_AFTER_CKPT", "1"),
+            ("FAKE_DMTCP_WRITE_MS_PER_MB", "2000"),
+        ],
         &["1000", "10"],
     );
     wait_until("the job runs", || d.lines("out") >= 2);
