@@ -8,12 +8,17 @@
 #    are uploaded; the job is idle from then on).
 # 2. idle -> running: from that event to the job running again in a new
 #    sandbox: its process exists and catches its checkpoint signal (it is
-#    ready). This includes HTCondor's matching and input transfer.
+#    ready: condor's SIGTSTP, self_job's SIGUSR1, DMTCP's SIGUSR2 once it
+#    is restored; the DMTCP job alone catches nothing, so there its
+#    process existing is enough). This includes HTCondor's matching and
+#    input transfer.
 # The job log's own timestamps are whole seconds, so both ends are seen by
 # polling (the job log and /proc, every 5 ms) and stamped with `date
 # +%s%N`: each figure is good to about 10 ms.
 #
 # Usage (root): scripts/bench-htcondor.sh [MODE] [RUNS]   (condor, 7)
+#   MODE: condor, self or dmtcp (which builds the real DMTCP 4.2.0 with
+#   ../shared/tools/real-dmtcp.sh into $CKPTRUN_DMTCP if need be)
 # It starts a pool of its own (../shared/tools/htcondor-pool.sh; another
 # copy with HTCONDOR_POOL_SCRIPT) and stops it at the end.
 set -euo pipefail
@@ -35,6 +40,7 @@ condor)
     files=("$bin/ckptrun" "$bin/examples/condor_job")
     job=condor_job
     ready_sig=20 # SIGTSTP: the checkpoint library's handler is in place
+    baseline_ready_sig=20
     args='--log ckptrun.log --interval $(interval) ./condor_job 1000000 50'
     # Without ckptrun: HTCondor sends the job SIGTSTP itself on vacate (it
     # checkpoints and dies by SIGUSR2), and restarts it from the start.
@@ -50,8 +56,54 @@ error                   = job.err
 log                     = job.log
 queue'
     ;;
+self)
+    cargo build --release --locked --quiet --example self_job
+    files=("$bin/ckptrun" "$bin/examples/self_job")
+    job=self_job
+    ready_sig=10 # SIGUSR1: the job's checkpoint request handler
+    baseline_ready_sig=10
+    args='--log ckptrun.log --mode self --ckpt state --job-ckpt-exit 17 --ckpt-signal USR1 --interval $(interval) -- ./self_job state 100000000 result'
+    # Without ckptrun: HTCondor sends SIGUSR1 itself on vacate; the job
+    # checkpoints in place and exits 17, declared as its checkpoint code.
+    baseline='universe                = vanilla
+executable              = self_job
+arguments               = state 100000000 result
+environment             = "SELF_JOB_STEP_MS=10 SELF_JOB_QUIET=1"
+should_transfer_files   = YES
+when_to_transfer_output = ON_EXIT_OR_EVICT
+kill_sig                = SIGUSR1
+checkpoint_exit_code    = 17
+job_max_vacate_time     = 300
+output                  = job.out
+error                   = job.err
+log                     = job.log
+queue'
+    ;;
+dmtcp)
+    prefix=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
+    "$repo/../shared/tools/real-dmtcp.sh" "$prefix" >/dev/null
+    cc -O1 -o "$bin/counter" tests/jobs/counter.c
+    files=("$bin/ckptrun" "$bin/counter")
+    tree=$prefix
+    job=counter
+    ready_sig=12 # SIGUSR2: DMTCP's checkpoint signal, once it is restored
+    baseline_ready_sig=0
+    args='--log ckptrun.log --mode dmtcp --dmtcp-dir dmtcp/bin --stdout counter.out --stderr counter.err --interval $(interval) -- ./counter 100000000 100'
+    # Without ckptrun (and DMTCP): the program killed on vacate (SIGTERM)
+    # and started again from the start.
+    baseline='universe                = vanilla
+executable              = counter
+arguments               = 100000000 100
+should_transfer_files   = YES
+when_to_transfer_output = ON_EXIT_OR_EVICT
+job_max_vacate_time     = 300
+output                  = job.out
+error                   = job.err
+log                     = job.log
+queue'
+    ;;
 *)
-    echo "bench-htcondor.sh: no mode $mode (condor)" >&2
+    echo "bench-htcondor.sh: no mode $mode (condor, self, dmtcp)" >&2
     exit 2
     ;;
 esac
@@ -76,15 +128,24 @@ range() { sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%d-%d", l
 as_user() { local dir=$1; shift; su "$CONDOR_USER" -s /bin/sh -c 'cd "$0" && exec "$@"' -- "$dir" "$@"; }
 events() { local n; n=$(grep -c "^$2 " "$1/job.log" 2>/dev/null) || true; echo "${n:-0}"; }
 
-# The pid of the job's process in this pool once it catches ready_sig.
+# The pid of the job's process in this pool once it catches its ready
+# signal (0: once it exists).
 ready_pid() {
-    local p mask
-    for p in $(pgrep -x "$job"); do
-        [[ "$(readlink "/proc/$p/exe" 2>/dev/null)" == "$pool"/local/execute/* ]] || continue
-        mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$p/status" 2>/dev/null) || continue
-        [ -n "$mask" ] && (( (0x$mask >> (ready_sig - 1)) & 1 )) || continue
+    local p mask sig cwd
+    sig=$ready_sig
+    [ "$1" = baseline ] && sig=$baseline_ready_sig
+    # A process DMTCP restored is named DMTCP:NAME.
+    for p in $(pgrep -x "$job"; pgrep -x "DMTCP:$job"); do
+        # Its working directory is its sandbox (a process DMTCP restored
+        # runs mtcp_restart's executable).
+        cwd=$(readlink "/proc/$p/cwd" 2>/dev/null) || continue
+        [[ "$cwd" == "$pool"/local/execute/* ]] || continue
+        if [ "$sig" != 0 ]; then
+            mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$p/status" 2>/dev/null) || continue
+            [ -n "$mask" ] && (( (0x$mask >> (sig - 1)) & 1 )) || continue
+        fi
         # The job of this submit directory (its sandbox holds that file).
-        [ -e "$(dirname "$(readlink "/proc/$p/exe")")/$3" ] || continue
+        [ -e "$cwd/$3" ] || continue
         [ "$p" != "$2" ] && { echo "$p"; return 0; }
     done
     return 1
@@ -111,6 +172,7 @@ for name in ckptrun baseline; do
     cp "${files[@]}" "$work/$name/"
     touch "$work/$name/$name.marker"
 done
+[ -n "${tree:-}" ] && cp -a "$tree" "$work/ckptrun/dmtcp"
 cp "examples/htcondor/$mode.sub" "$work/ckptrun/job.sub"
 sed -i 's/^transfer_input_files *= */&ckptrun.marker, /' "$work/ckptrun/job.sub"
 printf '%s\n' "$baseline" | sed 's/^queue/transfer_input_files    = baseline.marker\nqueue/' > "$work/baseline/job.sub"
@@ -138,7 +200,7 @@ for run in $(seq "$runs"); do
     done
 done
 # ckptrun's log so far, from the sandbox it runs in now.
-log=$(dirname "$(readlink "/proc/${pid[ckptrun]}/exe")")/ckptrun.log
+log=$(readlink "/proc/${pid[ckptrun]}/cwd")/ckptrun.log
 cp "$log" "$work/ckptrun.log"
 as_user "$work/ckptrun" condor_rm "${id[ckptrun]}" "${id[baseline]}" >/dev/null || true
 

@@ -101,7 +101,12 @@ fn find_one(name: &str, dir: Option<&OsStr>, path_var: Option<&OsStr>) -> Result
     let found = std::iter::once(here)
         .chain(in_dir)
         .chain(along_path)
-        .find(|p| crate::program::check_executable(p).is_ok());
+        .find(|p| crate::program::check_executable(p).is_ok())
+        // Absolute: the coordinator runs in another directory.
+        .map(|p| match p.is_absolute() {
+            true => p,
+            false => std::env::current_dir().map_or(p.clone(), |cwd| cwd.join(&p)),
+        });
     found.ok_or_else(|| {
         let dir = dir.map_or(String::new(), |d| format!(", {}", d.display()));
         Error::usage(
@@ -163,8 +168,14 @@ impl Coordinator {
             "--ckptdir".into(),
             images_at.into(),
         ];
+        // Run in the store's scratch: at every checkpoint DMTCP 4.2.0's
+        // coordinator unlinks `dmtcp_restart_script.sh` in its working
+        // directory, which would be the job's sandbox.
+        let cwd = rustix::io::fcntl_dupfd_cloexec(scratch, 3)
+            .map_err(|e| Error::os(scratch_at.display(), e))?;
         let command = spawn::Command::new(tool, OsStr::new("dmtcp_coordinator"), &args, &[])?
-            .with_stdio(Stdio::helper()?);
+            .with_stdio(Stdio::helper()?)
+            .in_dir(cwd);
         let launcher = spawn::spawn(&command, inherited, false)
             .map_err(|e| fail(&format_args!("cannot start it: {e}")))?;
 

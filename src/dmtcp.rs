@@ -153,6 +153,8 @@ struct Pending {
     /// checkpointed (--kcheckpoint; else --bcheckpoint, and an eviction
     /// came while it was under way).
     kills: bool,
+    /// An eviction asked for it (else `--interval`).
+    evicted: bool,
     deadline: Option<Instant>,
     asked: Instant,
     /// The `dmtcp_command` making the request, while it runs.
@@ -229,9 +231,17 @@ impl<'a> Dmtcp<'a> {
             None => absolute(Path::new(&config.images_dir), &cwd).join(new_images_name()?),
         };
         let images = prepare_images(&images_at)?;
+        // A start that fails from here leaves no images directory behind.
+        let forget_images = |e: Error| {
+            let _ = empty(images.as_fd());
+            let _ = rustix::fs::rmdir(images_at.as_os_str());
+            e
+        };
         let restore_at = scratch_at.join(OsStr::from_bytes(store::RESTORE.to_bytes()));
         let image_paths = match &restart {
-            Some(r) => r.unpack(&store, images.as_fd(), &restore_at)?,
+            Some(r) => r
+                .unpack(&store, images.as_fd(), &restore_at)
+                .map_err(forget_images)?,
             None => Vec::new(),
         };
 
@@ -243,7 +253,8 @@ impl<'a> Dmtcp<'a> {
             &children,
             inherited,
             log,
-        )?;
+        )
+        .map_err(forget_images)?;
         let stop = |e: Error, quit: Option<&spawn::Command>| {
             match (coordinator.pid, quit) {
                 (Some(pid), _) => {
@@ -254,7 +265,7 @@ impl<'a> Dmtcp<'a> {
                 }
                 (None, None) => {}
             }
-            e
+            forget_images(e)
         };
         let quit = coordinator
             .command(&tools.command, &["--quit"], None)
@@ -368,9 +379,10 @@ impl<'a> Dmtcp<'a> {
     }
 
     /// Asks the coordinator for a checkpoint, or joins the one under way.
-    fn ask(&mut self, exit: bool) -> Action {
+    /// `evicted`: an eviction asks (else `--interval`).
+    fn ask(&mut self, exit: bool, evicted: bool) -> Action {
         let log = self.log;
-        let timeout = if exit {
+        let timeout = if evicted {
             self.evict_timeout
         } else {
             self.timeout
@@ -379,12 +391,15 @@ impl<'a> Dmtcp<'a> {
         let deadline = timeout.map(|t| now + t);
         if let Some(p) = &mut self.pending {
             if exit && !p.exit {
-                // A "keep running" checkpoint is under way: once it is
-                // complete, the computation is ended.
+                // A "keep running" checkpoint is under way: it is
+                // committed, then one that ends the computation is taken
+                // (so that nothing the job writes after it is written
+                // again on restart).
                 log.info(format_args!(
-                    "a checkpoint is under way: it will be the eviction's"
+                    "a checkpoint is under way: it is committed, then the eviction's taken"
                 ));
                 p.exit = true;
+                p.evicted |= evicted;
                 p.deadline = deadline.or(p.deadline);
             }
             return Action::Drop;
@@ -395,6 +410,7 @@ impl<'a> Dmtcp<'a> {
             deadline,
             asked: now,
             kills: exit,
+            evicted,
             requester: None,
             tries: 0,
             again_at: None,
@@ -407,6 +423,13 @@ impl<'a> Dmtcp<'a> {
     fn send_request(&mut self) {
         let log = self.log;
         let Some(p) = &mut self.pending else { return };
+        if self.check.is_some() {
+            // Not before the coordinator has seen the job through its
+            // launch or restart: it forgets a --kcheckpoint's "kill
+            // after" when the computation's first process joins.
+            p.again_at = Some(Instant::now() + POLL);
+            return;
+        }
         p.tries += 1;
         let backoff = RETRY * 2u32.saturating_pow(p.tries.min(8) - 1);
         p.again_at = Some(Instant::now() + backoff.min(RETRY_MAX));
@@ -606,7 +629,7 @@ impl Protocol for Dmtcp<'_> {
             // A stopped computation cannot be checkpointed; it is being
             // evicted: let it run.
             let _ = sys::kill(-job.pid, libc::SIGCONT);
-            return self.ask(true);
+            return self.ask(true, true);
         }
         Action::Drop
     }
@@ -646,7 +669,7 @@ impl Protocol for Dmtcp<'_> {
             ));
             return Action::Kill;
         }
-        if self.check.is_some() && self.pending.is_none() {
+        if self.check.is_some() {
             let action = self.probe(now);
             if action != Action::Drop {
                 return action;
@@ -663,24 +686,28 @@ impl Protocol for Dmtcp<'_> {
                         " and exit"
                     }
                 ));
-                return self.ask(!self.keep_running);
+                return self.ask(!self.keep_running, false);
             }
             return Action::Drop;
         };
         if complete(self.images.as_fd()) {
-            self.check = None;
-            if p.exit {
+            if p.exit && p.kills {
                 log.info(format_args!("checkpoint complete"));
                 return self.end_computation(Outcome::Checkpointed);
             }
             self.commit_periodic();
+            if p.exit {
+                // An eviction came during it: now the one that ends the
+                // computation.
+                return self.ask(true, p.evicted);
+            }
             return Action::Drop;
         }
         if p.deadline.is_some_and(|t| t <= now) {
             // DMTCP froze the computation for it: it cannot go on either.
             log.warn(format_args!(
                 "the {} checkpoint was not complete in time: ending the computation",
-                if p.exit { "eviction's" } else { "periodic" }
+                if p.evicted { "eviction's" } else { "periodic" }
             ));
             return self.end_computation(Outcome::NotCheckpointed);
         }
@@ -1052,13 +1079,20 @@ fn cut_back(fd: BorrowedFd, size: u64, key: &[u8], log: &Log) {
     }
 }
 
-/// The images directory, ready: a real directory of our own, empty.
-/// Made with its parent if need be (mode 0700); one that exists must be
-/// ours and not a symlink (/tmp is shared).
+/// The images directory, ready: a real directory of our own, empty, made
+/// (mode 0700) in `--images-dir`, which must exist; one that exists must
+/// be ours and not a symlink (/tmp is shared).
 fn prepare_images(at: &Path) -> Result<OwnedFd, Error> {
     let fail = |e: rustix::io::Errno| Error::os(at.display(), e);
     match rustix::fs::mkdir(at.as_os_str(), Mode::from_raw_mode(0o700)) {
         Ok(()) => {}
+        Err(rustix::io::Errno::NOENT) => {
+            let dir = at.parent().unwrap_or(at);
+            return Err(Error::usage(
+                format_args!("--images-dir {}", dir.display()),
+                "no such directory (DMTCP's images go there; it must exist on every node)",
+            ));
+        }
         Err(rustix::io::Errno::EXIST) => {
             let st = rustix::fs::lstat(at.as_os_str()).map_err(fail)?;
             let ours = st.st_uid == rustix::process::geteuid().as_raw();

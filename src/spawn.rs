@@ -27,6 +27,8 @@ pub struct Command {
     stdio: Stdio,
     /// SIGKILL the child when ckptrun dies (PR_SET_PDEATHSIG).
     dies_with_ckptrun: bool,
+    /// The child's working directory, if not ckptrun's.
+    cwd: Option<OwnedFd>,
 }
 
 /// What the child gets as its standard input, output and error: each
@@ -127,6 +129,7 @@ impl Command {
             argv,
             stdio: Stdio::default(),
             dies_with_ckptrun: false,
+            cwd: None,
         })
     }
 
@@ -135,6 +138,14 @@ impl Command {
     pub fn dies_with_ckptrun(self) -> Self {
         Self {
             dies_with_ckptrun: true,
+            ..self
+        }
+    }
+
+    /// The same, run in the directory `dir`.
+    pub fn in_dir(self, dir: OwnedFd) -> Self {
+        Self {
+            cwd: Some(dir),
             ..self
         }
     }
@@ -223,7 +234,7 @@ pub fn spawn(
 
 /// The child between fork and exec. Only async-signal-safe calls
 /// (signal-safety(7)): setpgid, tcsetpgrp, prctl, getppid, sigaction,
-/// sigprocmask, dup2, execve, write, _exit. It touches only data prepared
+/// sigprocmask, fchdir, dup2, execve, write, _exit. It touches only data prepared
 /// before fork and never allocates.
 fn exec_child(
     command: &Command,
@@ -256,6 +267,13 @@ fn exec_child(
     inherited.restore();
     // Async-signal-safe: dup2(2). The sources are 3 or above, so none is
     // overwritten before it is copied; dup2 clears close-on-exec on 0-2.
+    // Async-signal-safe: fchdir(2), on a descriptor opened before fork.
+    if let Some(dir) = &command.cwd
+        && let Err(e) = rustix::process::fchdir(dir)
+    {
+        let _ = rustix::io::write(&report, &e.raw_os_error().to_ne_bytes());
+        sys::exit_now(crate::error::NOT_FOUND as i32);
+    }
     let [stdin, stdout, stderr] = &command.stdio.0;
     let redirected = [
         stdin.as_ref().map(rustix::stdio::dup2_stdin),

@@ -12,6 +12,7 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -846,4 +847,68 @@ fn images_go_to_images_dir_and_finished_runs_leave_none() {
         0,
         "left after the end"
     );
+}
+
+#[test]
+fn sigint_evicts_other_signals_reach_the_job_and_exit_by_signal() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    // SIGINT is an eviction, as in the shim's submit files; the sandbox's
+    // own dmtcp_restart_script.sh is the user's (DMTCP 4.2.0's coordinator
+    // unlinks that name in its working directory at every checkpoint).
+    let life = Life::new(c_job(40), bin.clone(), User::Root);
+    std::fs::write(life.path("dmtcp_restart_script.sh"), "mine\n").unwrap();
+    let mut running = start(life.command(&["--exit-by-signal", "USR1"]));
+    wait_for_lines(&mut running, &life.path("out"), 5);
+    running.signal(libc::SIGINT);
+    let out = running.finish();
+    assert_eq!(
+        out.signal(),
+        Some(libc::SIGUSR1),
+        "{}\n{}",
+        out.stderr,
+        life.log()
+    );
+    assert!(!out.status.core_dumped());
+    assert_eq!(generations(&life.sandbox, STORE).last(), Some(&1));
+    assert_eq!(
+        std::fs::read_to_string(life.path("dmtcp_restart_script.sh")).unwrap(),
+        "mine\n",
+        "the user's file"
+    );
+
+    // A signal that is not an eviction reaches the job: SIGUSR2 would
+    // be DMTCP's own, SIGHUP ends the shell job as it would alone.
+    let life = Life::new(shell_job(1), bin, User::Root);
+    let argv = [
+        "/bin/sh",
+        "-c",
+        "trap 'echo hup >> hups; exit 7' HUP; while :; do sleep 0.05; done",
+    ]
+    .map(String::from);
+    let mut cmd = Command::new(CKPTRUN);
+    cmd.args(dmtcp_args(&life.bin, &[], &argv));
+    let running = start(in_sandbox(cmd, &life.sandbox));
+    wait_until("the job runs under DMTCP", || {
+        life.log().contains("the job runs under DMTCP")
+    });
+    running.signal(libc::SIGHUP);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(7), "{}\n{}", out.stderr, life.log());
+    assert_eq!(std::fs::read_to_string(life.path("hups")).unwrap(), "hup\n");
+    assert_nothing_left(&life.sandbox);
+}
+
+#[test]
+fn a_missing_images_dir_is_one_line_and_leaves_nothing() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let life = Life::new(c_job(5), bin, User::Root);
+    let out = run(life.command(&["--images-dir", "/nonexistent/x"]));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(&out, "--images-dir /nonexistent/x: no such directory");
+    assert!(!life.path("out").exists() || std::fs::read(life.path("out")).unwrap().is_empty());
+    assert_nothing_left(&life.sandbox);
 }

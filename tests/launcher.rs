@@ -462,11 +462,13 @@ fn stdin_stdout_and_stderr_files_in_every_mode() {
     let direct = String::from_utf8(direct.stdout).unwrap();
     let mut inherited: Vec<&str> = direct.lines().collect();
     inherited.sort();
+    // The fake DMTCP, laid out as an install tree: the job is
+    // dmtcp_launch, which execs the program (the real one would add
+    // descriptors of its own; `sh` never joins the fake coordinator, and
+    // ends long before ckptrun would give up on it).
+    let fake_dmtcp = install_fake_dmtcp(&sandbox.path("dmtcp"));
+    let fake_dmtcp = fake_dmtcp.to_str().unwrap();
     for (i, mode) in ["condor", "self", "init", "dmtcp"].into_iter().enumerate() {
-        if mode == "dmtcp" {
-            // The job is dmtcp_launch, which execs the program.
-            install_dmtcp_tools(&sandbox.dir);
-        }
         let (out, err) = (format!("out{i}"), format!("err{i}"));
         // Appended to, as the DMTCP shim did.
         std::fs::write(sandbox.path(&out), "earlier\n").unwrap();
@@ -474,6 +476,9 @@ fn stdin_stdout_and_stderr_files_in_every_mode() {
         args.extend(["--stderr", &err]);
         if mode == "self" {
             args.extend(["--ckpt", "state", "--job-ckpt-exit", "17"]);
+        }
+        if mode == "dmtcp" {
+            args.extend(["--dmtcp-dir", fake_dmtcp]);
         }
         args.extend(["--", "sh", "-c", script, "sh"]);
         // With fd 0 closed, the file opened for --stdin must still land

@@ -604,12 +604,8 @@ pub fn dmtcp_counter() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            // Named `counter` (the jobs' argv says ./counter, and inputs
-            // are copied under their own names), one directory per test
-            // binary.
-            let dir = root
-                .join("target/dmtcp-jobs")
-                .join(std::process::id().to_string());
+            // A directory per test binary: they build it side by side.
+            let dir = root.join(format!("target/dmtcp-jobs/{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             let bin = dir.join("counter");
             let status = Command::new("cc")
