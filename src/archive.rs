@@ -383,7 +383,8 @@ fn digits(mut n: usize) -> usize {
     d
 }
 
-fn decimal(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
+/// `n` in decimal, in `buf`, without allocating.
+pub fn decimal(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, SeekFrom};
 
-use crate::archive::{self, Bad};
+use crate::archive::{self, Bad, decimal};
 use crate::cli::Config;
 use crate::coordinator::{self, Children, Coordinator, Tools};
 use crate::error::{COMMIT_FAILED, Error, LAUNCHER_FAILED, NO_ANSWER};
@@ -1234,18 +1234,6 @@ fn drain(pipe: BorrowedFd, buf: &mut [u8]) -> usize {
             Ok(0) | Err(_) => return len,
             Ok(n) if len < buf.len() => len += n,
             Ok(_) => {}
-        }
-    }
-}
-
-fn decimal(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
         }
     }
 }

@@ -39,7 +39,7 @@ use std::path::Path;
 use rustix::fs::{CWD, FileType, Mode, OFlags, RawDir, RenameFlags, SeekFrom};
 use rustix::io::Errno;
 
-use crate::archive::{self, Bad, Writer};
+use crate::archive::{self, Bad, Writer, decimal};
 use crate::ckptfile::dir_of;
 use crate::error::Error;
 use crate::log::Log;
@@ -146,18 +146,6 @@ impl SlotName {
 impl fmt::Display for SlotName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.c().to_string_lossy())
-    }
-}
-
-fn decimal(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
     }
 }
 
@@ -313,15 +301,7 @@ impl Store {
     fn create(&self, log: &Log) -> Result<(), Failed> {
         self.write(0, b"", |w| self.pack_ckpts(w))?;
         for slot in 1..self.slots {
-            let name = SlotName::new(&self.base, slot);
-            let file = rustix::fs::openat(
-                &self.parent,
-                name.c(),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o644),
-            )
-            .map_err(at("create an empty slot"))?;
-            drop(file);
+            self.empty_slot(slot)?;
         }
         rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))?;
         log.info(format_args!(
@@ -329,6 +309,20 @@ impl Store {
             self.slots_shown()
         ));
         Ok(())
+    }
+
+    /// Makes slot `slot` an empty file (no generation). The caller
+    /// fsyncs the directory.
+    fn empty_slot(&self, slot: u32) -> Result<(), Failed> {
+        let name = SlotName::new(&self.base, slot);
+        rustix::fs::openat(
+            &self.parent,
+            name.c(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .map(drop)
+        .map_err(at("create an empty slot"))
     }
 
     fn error(&self, f: Failed) -> Error {
@@ -646,14 +640,7 @@ impl Store {
         let slot = SlotName::new(&self.base, (bad % u64::from(self.slots)) as u32);
         rustix::fs::renameat(&self.parent, slot.c(), &self.scratch, FAILED)
             .map_err(at("set the failed generation aside"))?;
-        let empty = rustix::fs::openat(
-            &self.parent,
-            slot.c(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
-        )
-        .map_err(at("empty the failed generation's slot"))?;
-        drop(empty);
+        self.empty_slot((bad % u64::from(self.slots)) as u32)?;
         rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))?;
         log.warn(format_args!(
             "kept generation {bad} as {}/.{}/failed; falling back to generation {previous}",

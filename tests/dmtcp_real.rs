@@ -382,7 +382,7 @@ fn evict(life: &mut Life, lines: usize) {
 /// Runs the job from its checkpoint to its end and compares its outputs
 /// with an uninterrupted run's.
 fn finish_and_compare(life: &mut Life, reference: &[(String, Vec<u8>)]) {
-    let out = run_long(life.command(&[]));
+    let out = run_long_for(life, life.command(&[]));
     assert_eq!(
         out.code(),
         Some(0),
@@ -415,6 +415,24 @@ fn run_long(cmd: Command) -> Finished {
         None => {
             let _ = run.child.kill();
             panic!("ckptrun did not end within 90 s");
+        }
+    }
+}
+
+/// `run_long` for a life's run, saying which and what it left on failure.
+fn run_long_for(life: &Life, cmd: Command) -> Finished {
+    let mut run = start(cmd);
+    match wait_at_most(&mut run.child, Duration::from_secs(90)) {
+        Some(_) => run.finish(),
+        None => {
+            let left = left_in(&life.sandbox);
+            let _ = run.child.kill();
+            panic!(
+                "{} as {:?}: ckptrun did not end within 90 s; running: {left:#?}\n{}",
+                life.job.name,
+                life.user,
+                life.log()
+            );
         }
     }
 }
