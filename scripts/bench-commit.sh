@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-7}
 base=${2:-/tmp}
 command -v hyperfine >/dev/null || scripts/setup.sh --bench
-cargo build --release --locked --quiet
+CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
 ckptrun=$PWD/target/x86_64-unknown-linux-musl/release/ckptrun
 
 need=$((5 * 1024 * 1024 * 1024))

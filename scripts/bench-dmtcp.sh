@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cargo build --release --locked --quiet
+CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
 runs=${1:-9}
 prefix=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
 "$PWD/../shared/tools/real-dmtcp.sh" "$prefix" >/dev/null

@@ -28,7 +28,7 @@ runs=${2:-7}
 repo=$PWD
 pool_script=${HTCONDOR_POOL_SCRIPT:-$repo/../shared/tools/htcondor-pool.sh}
 command -v pgrep >/dev/null || scripts/setup.sh --bench
-cargo build --release --locked --quiet
+CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
 bin=$repo/target/x86_64-unknown-linux-musl/release
 
 # What a mode needs: the files beside its submit file, the job's process

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Benchmarks for BENCHMARKS.md: binary size, peak memory while
 # supervising, and whole-process launch cost against setarch, tini,
-# dumb-init and plain `true`, all measured in the same run.
+# tini-static, dumb-init, catatonit and plain `true`, all measured in the
+# same run. ckptrun is the shipped build (scripts/build-release.sh).
 # Usage: scripts/bench.sh [RUNS]   (hyperfine runs per command; default 2000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --bench
-cargo build --release --locked --quiet
+CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh
 cargo build --release --locked --quiet --example bench_job
-cargo build-i686 --locked --quiet
 runs=${1:-2000}
 x64=target/x86_64-unknown-linux-musl/release/ckptrun
 i686=target/i686-unknown-linux-musl/release/ckptrun
@@ -20,12 +20,12 @@ cd "$work"
 
 echo "## Machine"
 echo "- $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r)"
-echo "- $(rustc --version); hyperfine $(hyperfine --version | cut -d' ' -f2); tini $(tini --version | cut -d' ' -f3); dumb-init $(dumb-init --version 2>&1 | cut -d' ' -f2)"
+echo "- $(rustc --version); hyperfine $(hyperfine --version | cut -d' ' -f2); tini $(tini --version | cut -d' ' -f3); dumb-init $(dumb-init --version 2>&1 | cut -d' ' -f2); catatonit $(catatonit --version | cut -d' ' -f3)"
 echo
-echo "## Size (stripped; ckptrun and tini-static static, the others Debian's dynamic builds)"
+echo "## Size (stripped; ckptrun static musl, tini-static and catatonit static glibc, the others Debian's dynamic builds)"
 echo "| binary | bytes | KiB |"
 echo "|---|---|---|"
-for f in "$OLDPWD/$x64" "$OLDPWD/$i686" "$(command -v tini)" /usr/bin/tini-static "$(command -v dumb-init)" "$(command -v setarch)"; do
+for f in "$OLDPWD/$x64" "$OLDPWD/$i686" "$(command -v tini)" /usr/bin/tini-static "$(command -v dumb-init)" "$(command -v catatonit)" "$(command -v setarch)"; do
     b=$(stat -c %s "$f")
     echo "| ${f#$OLDPWD/} | $b | $((b / 1024)) |"
 done
@@ -53,6 +53,7 @@ echo "| ckptrun --mode init | $(hwm "$ckptrun" --mode init -- sleep 5.123) |"
 echo "| tini -s | $(hwm tini -s -- sleep 5.123) |"
 echo "| tini-static -s | $(hwm tini-static -s -- sleep 5.123) |"
 echo "| dumb-init | $(hwm dumb-init sleep 5.123) |"
+echo "| catatonit | $(hwm catatonit -- sleep 5.123) |"
 echo
 echo "## Launch cost (whole process, $runs runs each, hyperfine -N)"
 # `true` ignores the -_condor_ckpt arguments ckptrun appends.
@@ -62,7 +63,8 @@ hyperfine -N --warmup 100 --runs "$runs" --export-json launch.json \
     "$ckptrun -- true" \
     "tini -s -- true" \
     "tini-static -s -- true" \
-    "dumb-init true" >/dev/null 2>&1
+    "dumb-init true" \
+    "catatonit -- true" >/dev/null 2>&1
 python3 - launch.json "$ckptrun" <<'PY'
 import json, sys
 results = json.load(open(sys.argv[1]))["results"]
@@ -97,6 +99,7 @@ cmds = {
     "tini -s": ["tini", "-s", "--", job, "echo"],
     "tini-static -s": ["tini-static", "-s", "--", job, "echo"],
     "dumb-init --single-child": ["dumb-init", "--single-child", job, "echo"],
+    "catatonit": ["catatonit", "--", job, "echo"],
 }
 rounds = {name: [] for name in cmds}
 for _ in range(5):
@@ -117,7 +120,8 @@ hyperfine -N --warmup 1 --runs 20 --export-json orphans.json \
     "$pid1 $ckptrun --mode init -- $job orphans 10000" \
     "$pid1 tini -s -- $job orphans 10000" \
     "$pid1 tini-static -s -- $job orphans 10000" \
-    "$pid1 dumb-init $job orphans 10000" >/dev/null 2>&1
+    "$pid1 dumb-init $job orphans 10000" \
+    "$pid1 catatonit -- $job orphans 10000" >/dev/null 2>&1
 python3 - orphans.json "$ckptrun" "$job" <<'PY'
 import json, sys
 results = json.load(open(sys.argv[1]))["results"]

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 scripts/setup.sh
-cargo build --release --locked --quiet
+CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
 cargo build --release --locked --quiet --example condor_job --example self_job
 dmtcp_prefix=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
 echo "Building DMTCP 4.2.0 in $dmtcp_prefix if it is not there (about 2 minutes the first time)..."

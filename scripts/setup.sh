@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building, testing, the demo and the benchmarks need on a
-# fresh Debian machine with rustup: the musl targets, util-linux (setarch,
-# unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini,
-# dumb-init and procps (pgrep).
+# fresh Debian machine with rustup: the musl targets, rust-src (the release
+# build rebuilds std from it: scripts/build-release.sh), util-linux (setarch,
+# unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini
+# (with tini-static), dumb-init, catatonit and procps (pgrep).
 # Usage: scripts/setup.sh [--bench]
 set -euo pipefail
 
 for target in x86_64-unknown-linux-musl i686-unknown-linux-musl; do
     rustup target list --installed | grep -qx "$target" || rustup target add "$target"
 done
+rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src
 rustup component list --installed | grep -q '^clippy' || rustup component add clippy
 rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
 
@@ -25,6 +27,7 @@ if [ "${1:-}" = "--bench" ]; then
     command -v hyperfine >/dev/null || packages+=(hyperfine)
     command -v tini >/dev/null || packages+=(tini)
     command -v dumb-init >/dev/null || packages+=(dumb-init)
+    command -v catatonit >/dev/null || packages+=(catatonit)
     command -v pgrep >/dev/null || packages+=(procps)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need, then runs them against
-# the built binary (debug build: its allocator aborts on any allocation
-# after the job started), plus clippy and rustfmt.
+# The test command: installs what the tests need, builds the shipped
+# binaries (both arches, scripts/build-release.sh), then runs the tests:
+# against the debug build (its allocator aborts on any allocation after
+# the job started) and, for the tests that say so, against the shipped
+# builds (tests/common: ckptrun_release); plus clippy and rustfmt.
 # Needs root (or CAP_SYS_ADMIN) for the PID-namespace test, as CI has.
 #
 # The end-to-end tests (tests/htcondor.rs) run in a real HTCondor pool
@@ -18,8 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cargo build --release --locked
-cargo build-i686 --locked
+CARGO_BUILD_OPTS=--locked scripts/build-release.sh
+ls -l target/*/release/ckptrun
 
 dmtcp_script=${DMTCP_BUILD_SCRIPT:-$PWD/../shared/tools/real-dmtcp.sh}
 export CKPTRUN_DMTCP=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}

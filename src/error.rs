@@ -42,27 +42,51 @@ pub const RESERVED_CODES: [u8; 8] = [
     NOT_FOUND,
 ];
 
-/// One line for the user, `what: why`, and the exit code.
+/// One line for the user, `what: why`, and the exit code. Boxed: a
+/// `Result<_, Error>` is then one pointer wide, which every `?` moves.
 #[derive(Debug)]
-pub struct Error {
+pub struct Error(Box<Shown>);
+
+/// What an `Error` says.
+#[derive(Debug)]
+pub struct Shown {
     pub what: String,
     pub why: String,
     pub code: u8,
 }
 
+impl core::ops::Deref for Error {
+    type Target = Shown;
+
+    fn deref(&self) -> &Shown {
+        &self.0
+    }
+}
+
 impl Error {
     /// A usage or configuration error (exit 125).
     pub fn usage(what: impl fmt::Display, why: impl fmt::Display) -> Self {
-        Self {
-            what: what.to_string(),
-            why: why.to_string(),
-            code: LAUNCHER_FAILED,
-        }
+        Self::new(&what, &why, LAUNCHER_FAILED)
     }
 
     /// A failed system call on `what` (exit 125).
     pub fn os(what: impl fmt::Display, errno: rustix::io::Errno) -> Self {
-        Self::usage(what, crate::sys::strerror(errno.raw_os_error()))
+        Self::new(
+            &what,
+            &crate::sys::strerror(errno.raw_os_error()),
+            LAUNCHER_FAILED,
+        )
+    }
+
+    /// `what: why`, exit `code`. Not generic, and not inlined: the many
+    /// call sites share one copy of the formatting (a size matter).
+    #[inline(never)]
+    pub fn new(what: &dyn fmt::Display, why: &dyn fmt::Display, code: u8) -> Self {
+        Self(Box::new(Shown {
+            what: what.to_string(),
+            why: why.to_string(),
+            code,
+        }))
     }
 }
 

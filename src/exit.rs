@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use rustix::fs::{AtFlags, FileType, RawDir, SeekFrom, Timestamps, UTIME_OMIT};
 use rustix::process::{Resource, Rlimit};
-use rustix::time::{ClockId, Timespec, clock_gettime};
+use rustix::time::Timespec;
 
 use crate::log::Log;
 use crate::protocol::Verdict;
@@ -74,7 +74,9 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
 /// either, and its checkpoint files, of no use once it has ended.
 /// ckptrun's own stdout and stderr are marked too, wherever they are. The
 /// new modification time is at least a second after the old one: HTCondor
-/// compares whole seconds. Does not allocate.
+/// compares whole seconds. Does not allocate. Not inlined: its 4 KiB
+/// buffer is then on the stack only under HTCondor, not in every run.
+#[inline(never)]
 pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, not_outputs: &[OsString], log: &Log) {
     if let Some(dir) = sandbox {
         let mut buf = [MaybeUninit::uninit(); 4096];
@@ -125,7 +127,11 @@ pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, not_outputs: &[OsString],
 /// Now as the modification time, or a second after `mtime` if that is
 /// not later; the access time left as it is.
 fn later(mtime: i64) -> Timestamps {
-    let now = clock_gettime(ClockId::Realtime);
+    let (secs, nanos) = sys::realtime();
+    let now = Timespec {
+        tv_sec: secs,
+        tv_nsec: nanos.into(),
+    };
     Timestamps {
         last_access: Timespec {
             tv_sec: 0,

@@ -12,7 +12,6 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{Mode, OFlags};
-use rustix::time::{ClockId, clock_gettime};
 
 use crate::error::Error;
 use crate::sys;
@@ -130,10 +129,10 @@ struct Timestamp {
 
 impl Timestamp {
     fn now() -> Self {
-        let t = clock_gettime(ClockId::Realtime);
+        let (secs, nanos) = sys::realtime();
         Self {
-            secs: t.tv_sec,
-            millis: (t.tv_nsec / 1_000_000) as u32,
+            secs,
+            millis: nanos / 1_000_000,
         }
     }
 }

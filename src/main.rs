@@ -28,6 +28,7 @@ mod dmtcp;
 mod error;
 mod exit;
 mod init;
+mod internal_error;
 mod jobad;
 mod log;
 mod personality;
@@ -57,6 +58,7 @@ use crate::signals::Inherited;
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let inherited = Inherited::take();
+    internal_error::report_panics();
     sys::hold_standard_fds();
     let argv = args(argc, argv);
     let mut config = match cli::parse(argv.clone(), |name| std::env::var_os(name)) {
@@ -67,15 +69,23 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     };
     let log = Log::open(config.log.as_deref(), config.verbose)
         .unwrap_or_else(|e| fail(&Log::stderr_only(), e));
-    if config.mode != Mode::Init
-        && let Some(ad) = jobad::from_env(|name| std::env::var_os(name), &log)
-    {
-        config.apply_job_ad(&ad, &log);
-        check_transfers(&config, &ad, &log);
+    if config.mode != Mode::Init {
+        read_job_ad(&mut config, &log);
     }
     match run(&config, &argv, &inherited, &log) {
         Ok(verdict) => exit::finish(verdict, &log),
         Err(e) => fail(&log, e),
+    }
+}
+
+/// Applies the job ad's settings, and warns about what its submit file
+/// would lose. Never inlined: the ad (fixed buffers, some 16 KiB) then
+/// takes stack only while this runs, not in `main`'s frame in every mode.
+#[inline(never)]
+fn read_job_ad(config: &mut Config, log: &Log) {
+    if let Some(ad) = jobad::from_env(|name| std::env::var_os(name), log) {
+        config.apply_job_ad(&ad, log);
+        check_transfers(config, &ad, log);
     }
 }
 
@@ -136,16 +146,16 @@ fn run(
     match config.mode {
         Mode::Condor => {
             let arch = program::arch(config.arch, &path, log);
-            let (protocol, extra) = condor::Condor::plan(config, log)?;
+            let (mut protocol, extra) = condor::Condor::plan(config, log)?;
             let persona = personality::persona(arch, config.personality_flags());
             personality::apply(persona, config.personality_optional, log)?;
-            start.supervise(job(&extra)?.with_stdio(stdio), protocol)
+            start.supervise(job(&extra)?.with_stdio(stdio), &mut protocol)
         }
         Mode::SelfCkpt => {
-            let (protocol, extra) = selfckpt::SelfCkpt::plan(config, log)?;
-            start.supervise(job(&extra)?.with_stdio(stdio), protocol)
+            let (mut protocol, extra) = selfckpt::SelfCkpt::plan(config, log)?;
+            start.supervise(job(&extra)?.with_stdio(stdio), &mut protocol)
         }
-        Mode::Init => start.supervise(job(&[])?.with_stdio(stdio), init::Init::new(config)),
+        Mode::Init => start.supervise(job(&[])?.with_stdio(stdio), &mut init::Init::new(config)),
         Mode::Dmtcp if rustix::process::getpid().is_init() => {
             // DMTCP restores a process whose parent was PID 1 as an
             // orphan, detached from whatever restarts it (dmtcp_restart's
@@ -156,14 +166,14 @@ fn run(
             ));
             let me =
                 spawn::Command::new(Path::new("/proc/self/exe"), "ckptrun".as_ref(), argv, &[])?;
-            start.supervise(me, init::Init::plain())
+            start.supervise(me, &mut init::Init::plain())
         }
         Mode::Dmtcp => {
             // Orphans (the coordinator, once it detaches) must be ours
             // before it starts.
             supervise::adopt_orphans(log);
-            let (protocol, command) = dmtcp::Dmtcp::plan(config, &path, inherited, log)?;
-            start.supervise(command.with_stdio(stdio), protocol)
+            let (mut protocol, command) = dmtcp::Dmtcp::plan(config, &path, inherited, log)?;
+            start.supervise(command.with_stdio(stdio), &mut protocol)
         }
     }
 }
@@ -177,11 +187,12 @@ struct Start<'a> {
 }
 
 impl Start<'_> {
-    /// Starts `command` and supervises it to its end under `protocol`.
+    /// Starts `command` and supervises it to its end under `protocol`
+    /// (`dyn`: one copy of this and of the supervisor, not one per mode).
     fn supervise(
         self,
         command: spawn::Command,
-        mut protocol: impl Protocol,
+        protocol: &mut dyn Protocol,
     ) -> Result<Verdict, Error> {
         let Start {
             config,
@@ -196,6 +207,7 @@ impl Start<'_> {
         let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
+        let panic_for_test = internal_error::test_panic_requested();
         // Under HTCondor: the sandbox, for the job's end (see
         // exit::mark_outputs_changed).
         let sandbox = std::env::var_os("_CONDOR_SCRATCH_DIR").and_then(|dir| {
@@ -243,8 +255,11 @@ impl Start<'_> {
             if allocate_for_test {
                 alloc_guard::allocate_for_test();
             }
+            if panic_for_test {
+                internal_error::panic_for_test();
+            }
             let started = std::time::Instant::now();
-            let ended = supervise::supervise(job, &mut protocol, config.supervision(), log);
+            let ended = supervise::supervise(job, protocol, config.supervision(), log);
             // The protocol may want one more start (self mode's fallback).
             if !protocol.again(ended, started.elapsed(), log) {
                 break (job, ended);

@@ -44,11 +44,7 @@ pub fn locate(program: &OsStr, path_var: Option<OsString>) -> Result<PathBuf, Er
         }
         fallback.get_or_insert(candidate);
     }
-    fallback.ok_or_else(|| Error {
-        what: program.display().to_string(),
-        why: "not found in PATH".into(),
-        code: error::NOT_FOUND,
-    })
+    fallback.ok_or_else(|| Error::new(&program.display(), &"not found in PATH", error::NOT_FOUND))
 }
 
 /// Checks that `path` (PROGRAM as found) can be executed, for a launch
@@ -56,10 +52,12 @@ pub fn locate(program: &OsStr, path_var: Option<OsString>) -> Result<PathBuf, Er
 /// the coordinator is started): 127 if it is not there, 126 if it cannot
 /// be run, as an exec failure would be.
 pub fn check_executable(path: &Path) -> Result<(), Error> {
-    let fail = |errno: rustix::io::Errno, code| Error {
-        what: path.display().to_string(),
-        why: crate::sys::strerror(errno.raw_os_error()).into(),
-        code,
+    let fail = |errno: rustix::io::Errno, code| {
+        Error::new(
+            &path.display(),
+            &crate::sys::strerror(errno.raw_os_error()),
+            code,
+        )
     };
     let st = rustix::fs::stat(path).map_err(|e| fail(e, error::NOT_FOUND))?;
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {

@@ -130,6 +130,9 @@ pub struct Inherited {
     /// SIGCHLD ignored, the kernel would reap our children behind our back,
     /// so ckptrun resets it for itself and restores it for the job.
     pub sigchld: SigAction,
+    /// The SIGILL disposition ckptrun started with; ckptrun catches
+    /// SIGILL for itself (`internal_error`) and restores it for the job.
+    pub sigill: SigAction,
     /// ckptrun's parent when it started, to tell whether it has died
     /// before --pdeathsig could be armed.
     pub parent: sys::Pid,
@@ -144,6 +147,7 @@ impl Inherited {
     pub fn take() -> Self {
         let mask = sys::set_mask(libc::SIG_SETMASK, &SigSet::full());
         let sigchld = sys::get_action(libc::SIGCHLD);
+        let sigill = sys::get_action(libc::SIGILL);
         if sigchld.is_ignored() || sigchld.no_child_wait() {
             sys::set_action(libc::SIGCHLD, &SigAction::default_action());
         }
@@ -151,15 +155,18 @@ impl Inherited {
         Self {
             mask,
             sigchld,
+            sigill,
             parent,
         }
     }
 
-    /// Gives the calling process back what ckptrun inherited. Called by
+    /// Gives the calling process back what ckptrun inherited (dispositions
+    /// first: the mask may unblock a pending signal). Called by
     /// the child between fork and exec: async-signal-safe (sigaction,
     /// sigprocmask).
     pub fn restore(&self) {
         sys::set_action(libc::SIGCHLD, &self.sigchld);
+        sys::set_action(libc::SIGILL, &self.sigill);
         sys::set_mask(libc::SIG_SETMASK, &self.mask);
     }
 }

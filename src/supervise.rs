@@ -46,6 +46,9 @@ pub fn adopt_orphans(log: &Log) {
 /// left after `grace`. Returns when no child is left. Does not allocate.
 /// `proc_is_ours` says whether /proc shows our PID namespace (see
 /// `procfs::is_ours`); if not, only the job's process group is signalled.
+/// Not inlined: its 4 KiB buffer is then on the stack only with
+/// --kill-after, not in every run.
+#[inline(never)]
 pub fn end_leftovers(job: Pid, grace: Duration, proc_is_ours: bool, log: &Log) {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut buf = [0u8; 4096];
@@ -141,7 +144,7 @@ pub fn signal_on_parent_death(sig: Sig, was: Pid, log: &Log) {
 }
 
 /// Supervises the job `pid` until it ends; returns how it ended.
-pub fn supervise(pid: Pid, protocol: &mut impl Protocol, how: Supervision, log: &Log) -> Ended {
+pub fn supervise(pid: Pid, protocol: &mut dyn Protocol, how: Supervision, log: &Log) -> Ended {
     let started = Instant::now();
     let mut sup = Supervisor {
         job: Job { pid, started },
@@ -168,11 +171,11 @@ pub fn supervise(pid: Pid, protocol: &mut impl Protocol, how: Supervision, log: 
     }
 }
 
-struct Supervisor<'a, P> {
+struct Supervisor<'a> {
     job: Job,
     /// Where signals for the job go: its pid, or its process group.
     target: Pid,
-    protocol: &'a mut P,
+    protocol: &'a mut dyn Protocol,
     log: &'a Log,
     kill_at: Option<Instant>,
     held: Held,
@@ -185,7 +188,7 @@ struct Held {
     retry_at: Option<Instant>,
 }
 
-impl<P: Protocol> Supervisor<'_, P> {
+impl Supervisor<'_> {
     /// Reaps every child that has ended and returns the job's status if it
     /// was among them. SIGCHLDs coalesce, so one may stand for many
     /// children: drain until none is left, and look for the job inside.

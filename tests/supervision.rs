@@ -276,6 +276,9 @@ fn other_signals_are_forwarded_unchanged() {
         libc::SIGWINCH,
         libc::SIGCONT,
         libc::SIGURG,
+        // ckptrun leaves SIGILL unblocked to report its own traps
+        // (internal_error.rs); one sent to it is still the job's.
+        libc::SIGILL,
     ] {
         let _ = std::fs::remove_file(sandbox.path("ready"));
         let script = format!(
@@ -292,6 +295,35 @@ fn other_signals_are_forwarded_unchanged() {
             out.stderr
         );
     }
+}
+
+#[test]
+fn a_sigill_that_arrives_while_ckptrun_is_busy_is_forwarded() {
+    // ckptrun is started with a SIGILL pending and blocked: it arrives the
+    // moment ckptrun unblocks SIGILL for its trap handler, long before the
+    // supervisor waits for signals. The handler must keep it for the job.
+    let sandbox = Sandbox::new("busy-sigill");
+    let mut cmd = shell(
+        &sandbox,
+        &["--mode", "init"],
+        "trap 'echo got; exit 0' ILL; i=0; while [ $i -lt 300 ]; do sleep 0.01; i=$((i+1)); done; exit 1",
+    );
+    before_exec(&mut cmd, || {
+        let set = sigset(&[libc::SIGILL]);
+        // SAFETY: async-signal-safe calls with valid arguments.
+        unsafe {
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            libc::raise(libc::SIGILL);
+        }
+    });
+    let out = run(&mut cmd);
+    assert_eq!(
+        (out.code(), out.stdout.as_str()),
+        (Some(0), "got\n"),
+        "{:?} {}",
+        out.status,
+        out.stderr
+    );
 }
 
 #[test]

@@ -67,16 +67,18 @@ pub fn ckptrun_i686() -> PathBuf {
     build_for("i686-unknown-linux-musl", false).join("ckptrun")
 }
 
-/// ckptrun as released (optimized, LTO) for `target`: the build users
-/// copy into sandboxes, which the debug builds above do not exercise.
+/// ckptrun as released for `target`, built by scripts/build-release.sh
+/// (std rebuilt for size, panics as traps): the binary users copy into
+/// sandboxes, which the debug builds above do not exercise.
 pub fn ckptrun_release(target: &'static str) -> PathBuf {
     build_for(target, true).join("ckptrun")
 }
 
 /// Builds ckptrun and the fixtures for `target` (debug, so the allocation
-/// guard is in, unless `release`), once per test binary. `cargo test --test NAME` does not
-/// build examples, so the tests do it themselves, in a target directory of
-/// their own so as not to wait on the lock of the build running them.
+/// guard is in), or with `release` ckptrun alone as shipped, once per test
+/// binary. `cargo test --test NAME` does not build examples, so the tests
+/// do it themselves, in a target directory of their own so as not to wait
+/// on the lock of the build running them.
 fn build_for(target: &'static str, release: bool) -> PathBuf {
     type Built = Vec<((&'static str, bool), PathBuf)>;
     static BUILT: OnceLock<std::sync::Mutex<Built>> = OnceLock::new();
@@ -89,32 +91,41 @@ fn build_for(target: &'static str, release: bool) -> PathBuf {
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), PathBuf::from)
         .join("fixtures");
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "--bin",
-            "ckptrun",
-            "--example",
-            "condor_job",
-            "--example",
-            "self_job",
-            "--example",
-            "fake_dmtcp",
-            "--example",
-            "dmtcp_job",
-            "--target",
-            target,
-        ])
-        .args(release.then_some("--release"))
-        .arg("--target-dir")
-        .arg(&target_dir)
-        .current_dir(root)
-        .status()
-        .expect("run cargo");
+    let status = if release {
+        Command::new(root.join("scripts/build-release.sh"))
+            .arg(target)
+            .env("CARGO", env!("CARGO"))
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .env("CARGO_BUILD_OPTS", "--quiet --locked")
+            .status()
+            .expect("run scripts/build-release.sh")
+    } else {
+        Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--quiet",
+                "--bin",
+                "ckptrun",
+                "--example",
+                "condor_job",
+                "--example",
+                "self_job",
+                "--example",
+                "fake_dmtcp",
+                "--example",
+                "dmtcp_job",
+                "--target",
+                target,
+            ])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(root)
+            .status()
+            .expect("run cargo")
+    };
     assert!(
         status.success(),
-        "building the fixtures for {target} failed: is the target installed? (rustup target add {target})"
+        "building for {target} failed: is the target installed? (scripts/setup.sh)"
     );
     let dir = target_dir
         .join(target)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the binaries users ship: static (musl), std rebuilt from source
+# for size, panics as one trap (see src/internal_error.rs).
+#   target/x86_64-unknown-linux-musl/release/ckptrun
+#   target/i686-unknown-linux-musl/release/ckptrun
+# Usage: scripts/build-release.sh [TARGET...]   (default: both; extra
+# cargo options through CARGO_BUILD_OPTS, e.g. "--quiet --locked")
+#
+# The stable toolchain builds it: rustup's rust-src component (installed
+# by scripts/setup.sh) is the source of this very compiler's std, and
+# RUSTC_BOOTSTRAP=1, set here for this one build only, lets stable cargo
+# and rustc take the unstable flags that rebuilding std needs. Plain
+# `cargo build` and `cargo test` stay on stable without them (and build
+# the larger std-as-shipped binary). Tested with rustc 1.95.0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$#" -gt 0 ] || set -- x86_64-unknown-linux-musl i686-unknown-linux-musl
+sysroot=$(rustc --print sysroot)
+if [ ! -d "$sysroot/lib/rustlib/src/rust/library/std" ]; then
+    echo "build-release.sh: rust-src is missing: rustup component add rust-src (scripts/setup.sh does)" >&2
+    exit 1
+fi
+# -Cpanic=immediate-abort: a panic is a trap instruction at its site,
+#   which ckptrun's SIGILL handler turns into one line on stderr; std's
+#   panic hook, message formatting and unwinder (~100 KB) are left out.
+# -Cforce-unwind-tables=no: no .eh_frame; nothing unwinds.
+# -z pack-relative-relocs: the static PIE's relocations as DT_RELR (80 bytes
+#   instead of 5.6 KB of .rela.dyn, one page less mapped; musl's start-up
+#   code applies them; GNU ld 2.38 or later). RELRO and PIE stay.
+# build-std-features optimize_for_size, without `backtrace`.
+export RUSTC_BOOTSTRAP=1
+export RUSTFLAGS="-C target-feature=+crt-static -Zunstable-options -Cpanic=immediate-abort -Cforce-unwind-tables=no -Clink-arg=-Wl,-z,pack-relative-relocs"
+unset CARGO_ENCODED_RUSTFLAGS
+for target in "$@"; do
+    # shellcheck disable=SC2086 # CARGO_BUILD_OPTS is a list of options
+    "${CARGO:-cargo}" build --release --bin ckptrun --target "$target" \
+        -Zbuild-std=std,panic_abort -Zbuild-std-features=optimize_for_size \
+        ${CARGO_BUILD_OPTS:-}
+done
