@@ -605,7 +605,8 @@ impl<'a> Dmtcp<'a> {
             return;
         }
         match c.restart {
-            Some(images) if peers < images => log.warn(format_args!(
+            // A restored process may well end at once (a short sleep).
+            Some(images) if peers < images => log.info(format_args!(
                 "restart complete, but {peers} of {images} processes are running: the others ended during or right after it"
             )),
             Some(images) => log.info(format_args!(
@@ -663,7 +664,8 @@ impl Protocol for Dmtcp<'_> {
         let now = Instant::now();
         if self.kill_at.is_some_and(|t| t <= now) {
             self.kill_at = None;
-            log.warn(format_args!(
+            // Handled (SIGKILL): for the log, not HTCondor's error file.
+            log.info(format_args!(
                 "the computation is still there {} ms after its checkpoint",
                 QUIT_GRACE.as_millis()
             ));
@@ -908,7 +910,7 @@ impl Dmtcp<'_> {
             }
             if now >= kill_at {
                 if !said {
-                    log.warn(format_args!(
+                    log.info(format_args!(
                         "ending what is left of the computation (SIGKILL): the coordinator, helpers, processes the job left"
                     ));
                     said = true;
