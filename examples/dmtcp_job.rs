@@ -31,6 +31,11 @@
 //!   holds open for writing on a descriptor above 2 (emptied at a fresh
 //!   start, appended to when restored): DMTCP cuts such a file back to its
 //!   size at the checkpoint.
+//! - `DMTCP_JOB_LINGER_MS=N`: at the end, closes its connection to the
+//!   coordinator, then lingers N ms before ending: the window in which
+//!   a process being torn down has closed its files but is not yet a
+//!   zombie, stretched (with `--exit-on-last`, DMTCP's coordinator may
+//!   exit inside it).
 
 #[path = "fake_dmtcp/proto.rs"]
 mod proto;
@@ -152,6 +157,13 @@ fn main() {
     }
     line.push(b'\n');
     write_out(1, &line);
+    if let Some(ms) = std::env::var("DMTCP_JOB_LINGER_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        proto::disconnect();
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     match end {
         End::Exit(code) => exit(code),
         End::Signal(sig) => die_by(sig),

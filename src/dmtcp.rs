@@ -79,6 +79,12 @@ const EXIT_ON_LAST: Duration = Duration::from_millis(200);
 /// How long a computation DMTCP was told to kill after its checkpoint
 /// may take to go before ckptrun SIGKILLs it.
 const QUIT_GRACE: Duration = Duration::from_secs(2);
+/// How long after the coordinator's exit 0 the job may take to end too
+/// before that is reported. A computation's last process closes its
+/// connection before it becomes a zombie, and `--exit-on-last` may end
+/// the coordinator first: ckptrun can reap the coordinator of a job
+/// that is ending of its own accord.
+const LOST_GRACE: Duration = Duration::from_secs(1);
 /// How long a job may take to join the coordinator after dmtcp_launch,
 /// and a restart to complete (every image restored, the computation
 /// running), before ckptrun gives up on it.
@@ -139,6 +145,9 @@ pub struct Dmtcp<'a> {
     kill_at: Option<Instant>,
     /// The job has ended: the coordinator is expected to go.
     job_ended: bool,
+    /// The coordinator ended while the job ran, and when to say so if
+    /// the job has not ended by then (LOST_GRACE).
+    lost: Option<(Ended, Instant)>,
     /// The images directory holds a checkpoint that could not be
     /// committed: it is left for the user.
     keep_images: bool,
@@ -373,6 +382,7 @@ impl<'a> Dmtcp<'a> {
             outcome: Outcome::Running,
             kill_at: None,
             job_ended: false,
+            lost: None,
             keep_images: false,
         };
         Ok((protocol, job))
@@ -654,7 +664,8 @@ impl Protocol for Dmtcp<'_> {
                 c.deadline
             })
         });
-        [pending.flatten(), check, self.next_tick, self.kill_at]
+        let lost = self.lost.map(|(_, at)| at);
+        [pending.flatten(), check, self.next_tick, self.kill_at, lost]
             .into_iter()
             .flatten()
             .min()
@@ -662,6 +673,14 @@ impl Protocol for Dmtcp<'_> {
 
     fn on_deadline(&mut self, _job: &Job, log: &Log) -> Action {
         let now = Instant::now();
+        if let Some((ended, at)) = self.lost
+            && at <= now
+        {
+            self.lost = None;
+            log.warn(format_args!(
+                "the DMTCP coordinator {ended} while the job runs"
+            ));
+        }
         if self.kill_at.is_some_and(|t| t <= now) {
             self.kill_at = None;
             // Handled (SIGKILL): for the log, not HTCondor's error file.
@@ -755,6 +774,9 @@ impl Protocol for Dmtcp<'_> {
                 || self.pending.is_some_and(|p| p.kills);
             if expected {
                 log.info(format_args!("the DMTCP coordinator {ended}"));
+            } else if ended.exit_code() == Some(0) {
+                // --exit-on-last: the computation may be ending.
+                self.lost = Some((ended, Instant::now() + LOST_GRACE));
             } else {
                 log.warn(format_args!(
                     "the DMTCP coordinator {ended} while the job runs"
@@ -771,6 +793,11 @@ impl Protocol for Dmtcp<'_> {
 
     fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
         self.job_ended = true;
+        if let Some((coordinator, _)) = self.lost.take() {
+            log.info(format_args!(
+                "the DMTCP coordinator {coordinator} as the job ended"
+            ));
+        }
         // With --kcheckpoint each process exits once its own image is
         // written: the job's first process may end while others still
         // write theirs.

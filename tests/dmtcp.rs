@@ -2,8 +2,10 @@
 //! be made to do on demand. A coordinator that fails to start or never
 //! writes its port, a checkpoint that never completes (at an eviction,
 //! under the job ad's vacate time, periodically), a job that joins late or
-//! never, a computation DMTCP does not end after its checkpoint, a restart
-//! script that comes late, an eviction during a periodic checkpoint.
+//! never, a computation DMTCP does not end after its checkpoint, a
+//! coordinator that exits (`--exit-on-last`) before the job has ended, a
+//! restart script that comes late, an eviction during a periodic
+//! checkpoint.
 //! Everything else is tested against the real DMTCP 4.2.0
 //! (tests/dmtcp_real.rs, tests/dmtcp_harness.rs).
 //!
@@ -389,6 +391,39 @@ fn a_job_that_never_joins_is_ended_125() {
     );
     assert!(!sandbox.path("job.pid").exists());
     assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn a_coordinator_that_exits_as_the_job_ends_is_not_a_warning() {
+    // A process closes its files, so its connection, before it becomes a
+    // zombie, and `--exit-on-last` may end the coordinator in between:
+    // ckptrun can reap the coordinator of a job ending of its own
+    // accord. A pool run once put a warning in HTCondor's error file so.
+    // The job stretches that window to 300 ms; past 1 s it is a warning.
+    for (linger_ms, warned) in [(300, false), (1500, true)] {
+        let sandbox = sandbox(&format!("lost-{linger_ms}"));
+        let mut cmd = dmtcp(&sandbox, &[], 5, 10);
+        cmd.env("DMTCP_JOB_LINGER_MS", linger_ms.to_string());
+        let out = run(cmd);
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert_same_output(&read(sandbox.path("out")), &reference(5));
+        let warning = "the DMTCP coordinator exited 0 while the job runs";
+        assert_eq!(
+            out.stderr.contains(warning),
+            warned,
+            "{linger_ms} ms: {}",
+            out.stderr
+        );
+        if !warned {
+            assert!(
+                out.stderr
+                    .contains("the DMTCP coordinator exited 0 as the job ended"),
+                "{}",
+                out.stderr
+            );
+        }
+        assert_nothing_left(&sandbox);
+    }
 }
 
 #[test]

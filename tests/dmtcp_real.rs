@@ -728,6 +728,35 @@ fn the_job_ad_sets_the_signal_the_code_and_the_end_is_passed_on() {
 }
 
 #[test]
+fn a_coordinator_killed_under_the_job_is_said_and_dmtcps_99_passed_on() {
+    // Killed, DMTCP's coordinator takes the computation with it (its
+    // processes exit 99, "Did DMTCP coordinator die uncleanly?"): ckptrun
+    // says why in one line and passes the 99 on.
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let life = Life::new(c_job(400), bin, User::Root);
+    let mut running = start(life.command(&[]));
+    wait_for_lines(&mut running, &life.path("out"), 3);
+    let coordinators: Vec<i32> = left_in(&life.sandbox)
+        .iter()
+        .filter(|p| p.contains("--exit-on-last"))
+        .filter_map(|p| p.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(coordinators.len(), 1, "{:?}", left_in(&life.sandbox));
+    signal(coordinators[0], libc::SIGKILL);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(99), "{}\n{}", out.stderr, life.log());
+    assert!(
+        out.stderr
+            .contains("ckptrun: the DMTCP coordinator killed by SIGKILL while the job runs"),
+        "{}",
+        out.stderr
+    );
+    assert_nothing_left(&life.sandbox);
+}
+
+#[test]
 fn as_pid_1_in_a_pid_namespace_an_eviction_exits_85_and_restarts() {
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;

@@ -50,6 +50,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// `H:P` of the coordinator; set by dmtcp_launch and dmtcp_restart. A
@@ -383,8 +384,25 @@ pub fn join(
         freeze,
         state,
     };
+    *CONNECTION.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(stream.try_clone().map_err(|e| e.to_string())?);
     std::thread::spawn(move || serve(reader, stream, session));
     Ok(true)
+}
+
+/// The connection to the coordinator, for `disconnect`.
+static CONNECTION: Mutex<Option<TcpStream>> = Mutex::new(None);
+/// Set by `disconnect`: the connection's end is the process's own doing.
+static DISCONNECTING: AtomicBool = AtomicBool::new(false);
+
+/// Closes the connection to the coordinator, as a process's exit does
+/// before it becomes a zombie (the kernel closes its files first): a
+/// caller that then lingers stretches that window.
+pub fn disconnect() {
+    DISCONNECTING.store(true, Ordering::SeqCst);
+    if let Some(stream) = CONNECTION.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 /// Serves the coordinator's requests. A coordinator that goes away
@@ -398,6 +416,9 @@ fn serve(mut reader: BufReader<TcpStream>, mut stream: TcpStream, session: Sessi
             b"kill" => exit_now(0),
             _ => {}
         }
+    }
+    if DISCONNECTING.load(Ordering::SeqCst) {
+        return;
     }
     eprintln!(
         "fake DMTCP: read invalid message from the coordinator. Did DMTCP coordinator die \
