@@ -50,6 +50,7 @@ hwm() {
 # The same job under each: `sleep 5.123` (ckptrun in init mode, so no
 # personality or arguments differ).
 echo "| ckptrun --mode init | $(hwm "$ckptrun" --mode init -- sleep 5.123) |"
+echo "| ckptrun --mode init (i686 build) | $(hwm "$OLDPWD/$i686" --mode init -- sleep 5.123) |"
 echo "| tini -s | $(hwm tini -s -- sleep 5.123) |"
 echo "| tini-static -s | $(hwm tini-static -s -- sleep 5.123) |"
 echo "| dumb-init | $(hwm dumb-init sleep 5.123) |"

@@ -27,11 +27,23 @@ fi
 # -z pack-relative-relocs: the static PIE's relocations as DT_RELR (80 bytes
 #   instead of 5.6 KB of .rela.dyn, one page less mapped; musl's start-up
 #   code applies them; GNU ld 2.38 or later). RELRO and PIE stay.
+# i686 only, -Crelocation-model=static: a fixed-address executable, not
+#   a PIE. 32-bit x86 has no PC-relative data addressing, so position-
+#   independent code there spends a register and a thunk call on every
+#   function that touches a global: 12 KB more text, all of it resident
+#   (VmHWM 244 against 232 kB supervising a sleep; BENCHMARKS.md). The
+#   price is no address randomisation of ckptrun's own image on i686
+#   (its stack and heap still are; the job is not affected).
 # build-std-features optimize_for_size, without `backtrace`.
 export RUSTC_BOOTSTRAP=1
 export RUSTFLAGS="-C target-feature=+crt-static -Zunstable-options -Cpanic=immediate-abort -Cforce-unwind-tables=no -Clink-arg=-Wl,-z,pack-relative-relocs"
 unset CARGO_ENCODED_RUSTFLAGS
+base_rustflags=$RUSTFLAGS
 for target in "$@"; do
+    case "$target" in
+        i686-*) export RUSTFLAGS="$base_rustflags -Crelocation-model=static" ;;
+        *) export RUSTFLAGS="$base_rustflags" ;;
+    esac
     # shellcheck disable=SC2086 # CARGO_BUILD_OPTS is a list of options
     "${CARGO:-cargo}" build --release --bin ckptrun --target "$target" \
         -Zbuild-std=std,panic_abort -Zbuild-std-features=optimize_for_size \

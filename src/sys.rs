@@ -363,3 +363,26 @@ pub fn exit_now(code: c_int) -> ! {
     // SAFETY: no arguments besides the code; never returns.
     unsafe { libc::_exit(code) }
 }
+
+/// dlsym(3) for the static 32-bit x86 build, in place of musl's.
+///
+/// rustix goes through libc on 32-bit x86 (Cargo.toml says why) and asks
+/// `dlsym` whether libc has `statx` before falling back to the system
+/// call. A static binary has no dynamic symbols: musl's stub answers null
+/// too, but first formats a dlerror message with printf, which links
+/// about 9 KB of printf and floating-point formatting into the binary
+/// for nothing. The linker takes this definition and leaves musl's out.
+/// Nothing in ckptrun reads dlerror.
+#[cfg(all(
+    target_arch = "x86",
+    target_env = "musl",
+    target_feature = "crt-static",
+    not(test)
+))]
+#[unsafe(no_mangle)]
+extern "C" fn dlsym(
+    _handle: *mut core::ffi::c_void,
+    _name: *const c_char,
+) -> *mut core::ffi::c_void {
+    core::ptr::null_mut()
+}
