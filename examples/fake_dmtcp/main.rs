@@ -348,6 +348,62 @@ fn write_port_file(tool: &str, file: &Path, port: u16) {
         .unwrap_or_else(|e| fail(tool, FAIL, &format!("{}: {e}", file.display())));
 }
 
+/// The options dmtcp_launch and dmtcp_restart share: how to reach the
+/// coordinator, where images go, how quiet to be.
+struct ClientOptions {
+    address: Address,
+    join: bool,
+    ckptdir: Option<OsString>,
+    port_file: Option<PathBuf>,
+    quiet: u32,
+}
+
+impl ClientOptions {
+    fn new() -> Self {
+        Self {
+            address: Address::from_env(),
+            join: false,
+            ckptdir: std::env::var_os("DMTCP_CHECKPOINT_DIR"),
+            port_file: None,
+            quiet: quiet_from_env(),
+        }
+    }
+
+    /// Takes the option at `words` if it is one of the shared ones.
+    fn take(&mut self, words: &mut Words) -> bool {
+        if words.is(&["-j", "--join-coordinator", "--join"]) {
+            self.join = true;
+            words.skip();
+        } else if words.is(&["--any-coordinator"]) {
+            words.skip();
+        } else if words.is(&["-i", "--interval", "--coord-logfile"]) {
+            // Their value is taken whether or not there is one, as DMTCP does.
+            words.at += 2;
+        } else if words.attached_number(b'i').is_some() {
+            words.skip();
+        } else if words.with_value(&["-h", "--coord-host", "--host"]) {
+            self.address.host = Some(words.value().to_string_lossy().into_owned());
+        } else if words.with_value(&["-p", "--coord-port", "--port"]) {
+            self.address.port = Some(words.value().to_string_lossy().into_owned());
+        } else if let Some(port) = words.attached_number(b'p') {
+            self.address.port = Some(port.to_string_lossy().into_owned());
+            words.skip();
+        } else if words.with_value(&["--port-file"]) {
+            self.port_file = Some(PathBuf::from(words.value()));
+        } else if words.with_value(&["-c", "--ckptdir"]) {
+            self.ckptdir = Some(words.value());
+        } else if words.with_value(&["-t", "--tmpdir"]) {
+            words.value();
+        } else if words.is(&["-q", "--quiet"]) {
+            quieter(&mut self.quiet);
+            words.skip();
+        } else {
+            return false;
+        }
+        true
+    }
+}
+
 // ---------------------------------------------------------------------------
 // dmtcp_launch
 
@@ -356,42 +412,15 @@ Start a process under DMTCP control. (fake: examples/fake_dmtcp)\n";
 
 fn launch(args: Vec<OsString>) -> ! {
     const TOOL: &str = "dmtcp_launch";
-    let mut address = Address::from_env();
-    let mut join = false;
-    let mut ckptdir = std::env::var_os("DMTCP_CHECKPOINT_DIR");
-    let mut port_file = None;
-    let mut quiet = quiet_from_env();
+    let mut client = ClientOptions::new();
     let mut words = Words::new(args);
     while let Some(word) = words.peek() {
         let word = word.to_owned();
         if words.is(&["--help"]) && words.left() == 1 {
             print!("{LAUNCH_USAGE}");
             exit(0);
-        } else if words.is(&["-j", "--join-coordinator", "--join"]) {
-            join = true;
-            words.skip();
-        } else if words.is(&["--gzip", "--no-gzip", "--any-coordinator"]) {
-            words.skip();
-        } else if words.is(&["-i", "--interval", "--coord-logfile"]) {
-            // Their value is taken whether or not there is one, as DMTCP does.
-            words.at += 2;
-        } else if words.attached_number(b'i').is_some() {
-            words.skip();
-        } else if words.with_value(&["-h", "--coord-host", "--host"]) {
-            address.host = Some(words.value().to_string_lossy().into_owned());
-        } else if words.with_value(&["-p", "--coord-port", "--port"]) {
-            address.port = Some(words.value().to_string_lossy().into_owned());
-        } else if let Some(port) = words.attached_number(b'p') {
-            address.port = Some(port.to_string_lossy().into_owned());
-            words.skip();
-        } else if words.with_value(&["--port-file"]) {
-            port_file = Some(PathBuf::from(words.value()));
-        } else if words.with_value(&["-c", "--ckptdir"]) {
-            ckptdir = Some(words.value());
-        } else if words.with_value(&["-t", "--tmpdir"]) {
-            words.value();
-        } else if words.is(&["-q", "--quiet"]) {
-            quieter(&mut quiet);
+        } else if client.take(&mut words) {
+        } else if words.is(&["--gzip", "--no-gzip"]) {
             words.skip();
         } else if words.is(&[
             "--new-coordinator",
@@ -417,6 +446,13 @@ fn launch(args: Vec<OsString>) -> ! {
             break;
         }
     }
+    let ClientOptions {
+        address,
+        join,
+        ckptdir,
+        port_file,
+        quiet,
+    } = client;
     let rest = words.rest();
     let Some((program, program_args)) = rest.split_first() else {
         eprint!("{LAUNCH_USAGE}");
@@ -490,49 +526,21 @@ fn restart(args: Vec<OsString>) -> ! {
         println!("dmtcp_restart (DMTCP) 4.2.0 (fake: examples/fake_dmtcp)");
         exit(FAIL);
     }
-    let mut address = Address::from_env();
-    let mut join = false;
+    let mut client = ClientOptions::new();
     let mut no_strict = false;
-    let mut ckptdir = std::env::var_os("DMTCP_CHECKPOINT_DIR");
     let mut restart_dir = None;
-    let mut port_file = None;
-    let mut quiet = quiet_from_env();
     let mut words = Words::new(args);
     while let Some(word) = words.peek() {
         let word = word.to_owned();
         if words.is(&["--help"]) && words.left() == 1 {
             print!("{RESTART_USAGE}");
             exit(0);
-        } else if words.is(&["-j", "--join-coordinator", "--join"]) {
-            join = true;
-            words.skip();
-        } else if words.is(&["--any-coordinator"]) {
-            words.skip();
+        } else if client.take(&mut words) {
         } else if words.is(&["--no-strict-checking"]) {
             no_strict = true;
             words.skip();
-        } else if words.is(&["-i", "--interval", "--coord-logfile"]) {
-            words.at += 2;
-        } else if words.attached_number(b'i').is_some() {
-            words.skip();
-        } else if words.with_value(&["-h", "--coord-host", "--host"]) {
-            address.host = Some(words.value().to_string_lossy().into_owned());
-        } else if words.with_value(&["-p", "--coord-port", "--port"]) {
-            address.port = Some(words.value().to_string_lossy().into_owned());
-        } else if let Some(port) = words.attached_number(b'p') {
-            address.port = Some(port.to_string_lossy().into_owned());
-            words.skip();
-        } else if words.with_value(&["--port-file"]) {
-            port_file = Some(PathBuf::from(words.value()));
-        } else if words.with_value(&["-c", "--ckptdir"]) {
-            ckptdir = Some(words.value());
-        } else if words.with_value(&["-t", "--tmpdir"]) {
-            words.value();
         } else if words.with_value(&["-r", "--restartdir"]) {
             restart_dir = Some(PathBuf::from(words.value()));
-        } else if words.is(&["-q", "--quiet"]) {
-            quieter(&mut quiet);
-            words.skip();
         } else if words.is(&[
             "--new-coordinator",
             "--debug-restart-pause",
@@ -546,6 +554,13 @@ fn restart(args: Vec<OsString>) -> ! {
             break;
         }
     }
+    let ClientOptions {
+        address,
+        join,
+        ckptdir,
+        port_file,
+        quiet,
+    } = client;
     if quiet < 2 && !no_strict && rustix_is_root() {
         eprint!(
             "WARNING:  Running dmtcp_restart as root can be dangerous.\n  \
