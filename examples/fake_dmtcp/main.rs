@@ -369,6 +369,16 @@ impl ClientOptions {
         }
     }
 
+    /// The coordinator's port (see `require_coordinator`), also written to
+    /// `--port-file`.
+    fn coordinator(&self, tool: &str) -> u16 {
+        let port = require_coordinator(tool, &self.address, self.join);
+        if let Some(file) = &self.port_file {
+            write_port_file(tool, file, port);
+        }
+        port
+    }
+
     /// Takes the option at `words` if it is one of the shared ones.
     fn take(&mut self, words: &mut Words) -> bool {
         if words.is(&["-j", "--join-coordinator", "--join"]) {
@@ -446,30 +456,20 @@ fn launch(args: Vec<OsString>) -> ! {
             break;
         }
     }
-    let ClientOptions {
-        address,
-        join,
-        ckptdir,
-        port_file,
-        quiet,
-    } = client;
     let rest = words.rest();
     let Some((program, program_args)) = rest.split_first() else {
         eprint!("{LAUNCH_USAGE}");
         exit(FAIL);
     };
 
-    let port = require_coordinator(TOOL, &address, join);
-    if let Some(file) = &port_file {
-        write_port_file(TOOL, file, port);
-    }
-    let ckptdir = match ckptdir {
+    let port = client.coordinator(TOOL);
+    let ckptdir = match client.ckptdir {
         Some(dir) => absolute(Path::new(&dir)),
         None => std::env::current_dir()
             .unwrap_or_else(|e| fail(TOOL, FAIL, &format!("current directory: {e}"))),
     };
     let Some(resolved) = resolve(program) else {
-        if quiet < 2 {
+        if client.quiet < 2 {
             eprintln!("{TOOL}: {}: command not found", program.to_string_lossy());
         }
         exit(FAIL);
@@ -479,10 +479,10 @@ fn launch(args: Vec<OsString>) -> ! {
     let err = Command::new(&resolved)
         .arg0(program)
         .args(program_args)
-        .env(ENV_COORD, format!("{}:{port}", address.host()))
+        .env(ENV_COORD, format!("{}:{port}", client.address.host()))
         .env(ENV_CKPTDIR, &ckptdir)
         .env(ENV_PROGRAM, &resolved)
-        .env("DMTCP_QUIET", quiet.to_string())
+        .env("DMTCP_QUIET", client.quiet.to_string())
         .env_remove(ENV_RESTORE)
         .exec();
     fail(TOOL, FAIL, &format!("{}: {err}", resolved.display()));
@@ -554,14 +554,7 @@ fn restart(args: Vec<OsString>) -> ! {
             break;
         }
     }
-    let ClientOptions {
-        address,
-        join,
-        ckptdir,
-        port_file,
-        quiet,
-    } = client;
-    if quiet < 2 && !no_strict && rustix_is_root() {
+    if client.quiet < 2 && !no_strict && rustix_is_root() {
         eprint!(
             "WARNING:  Running dmtcp_restart as root can be dangerous.\n  \
              An unknown checkpoint image or bugs in DMTCP may lead to unforeseen\n  \
@@ -626,21 +619,20 @@ fn restart(args: Vec<OsString>) -> ! {
     };
     let image = Image::read(&image_path)
         .unwrap_or_else(|why| fail(TOOL, FAIL, &format!("{}: {why}", image_path.display())));
-    let port = require_coordinator(TOOL, &address, join);
-    if let Some(file) = &port_file {
-        write_port_file(TOOL, file, port);
-    }
+    let port = client.coordinator(TOOL);
     restore_files(TOOL, &image);
 
-    let ckptdir = ckptdir.map_or_else(|| image.ckptdir.clone(), |d| absolute(Path::new(&d)));
+    let ckptdir = client
+        .ckptdir
+        .map_or_else(|| image.ckptdir.clone(), |d| absolute(Path::new(&d)));
     let err = Command::new(&image.program)
         .arg0(&image.argv[0])
         .args(&image.argv[1..])
-        .env(ENV_COORD, format!("{}:{port}", address.host()))
+        .env(ENV_COORD, format!("{}:{port}", client.address.host()))
         .env(ENV_CKPTDIR, &ckptdir)
         .env(ENV_PROGRAM, &image.program)
         .env(ENV_RESTORE, &image_path)
-        .env("DMTCP_QUIET", quiet.to_string())
+        .env("DMTCP_QUIET", client.quiet.to_string())
         .exec();
     fail(TOOL, FAIL, &format!("{}: {err}", image.program.display()));
 }
