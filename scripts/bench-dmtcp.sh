@@ -41,20 +41,22 @@ until_() { for _ in $(seq 6000); do if "$@"; then return 0; fi; sleep 0.005; don
 has_lines() { [ -f "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ]; }
 complete() { [ -e "$1/dmtcp_restart_script.sh" ] && ! ls "$1"/*.temp >/dev/null 2>&1; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
+# "median | min-max" of the numbers on stdin, one per line; median alone
+# its first field.
 stats() { sort -n | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f | %.1f-%.1f", m, v[1], v[NR] }'; }
-median() { sort -n | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f", m }'; }
+median() { stats | cut -d' ' -f1; }
 
-# The shell peer's start: a coordinator of its own, then the job.
-shell_start() { # DIR launch|restart ARGS...
-    local dir=$1 how=$2; shift 2
-    rm -f "$dir/port"
+# The shell peer's start in a fresh DIR: a coordinator of its own, then
+# the job under dmtcp_launch. Sets t0 once DIR is ready (the start
+# proper), port and job.
+shell_start() { # DIR
+    local dir=$1
+    rm -rf "$dir" && mkdir -p "$dir/images" && cp counter "$dir/"
+    t0=$(now)
     "$dmtcp/dmtcp_coordinator" -q -q --coord-port 0 --port-file "$dir/port" --exit-on-last --daemon --ckptdir "$dir/images"
     until_ test -s "$dir/port"
     port=$(cat "$dir/port")
-    case $how in
-        launch) (cd "$dir" && exec "$dmtcp/dmtcp_launch" -q -q --coord-host 127.0.0.1 --coord-port "$port" --join-coordinator --ckptdir "$dir/images" ./counter 100000 20 > out) & ;;
-        restart) (cd "$dir" && exec "$dmtcp/dmtcp_restart" -q -q --coord-host 127.0.0.1 --coord-port "$port" --join-coordinator --ckptdir "$dir/images" "$@" >> out) & ;;
-    esac
+    (cd "$dir" && exec "$dmtcp/dmtcp_launch" -q -q --coord-host 127.0.0.1 --coord-port "$port" --join-coordinator --ckptdir "$dir/images" ./counter 100000 20 > out) &
     job=$!
 }
 
@@ -89,8 +91,7 @@ for i in $(seq "$runs"); do
     [ "$rc" = 85 ] || { echo "ckptrun exited $rc after the restart, not 85" >&2; exit 1; }
 
     # The shell peer: the same steps with DMTCP's tools alone.
-    rm -rf sh && mkdir -p sh/images && cp counter sh/
-    t0=$(now); shell_start "$PWD/sh" launch
+    shell_start "$PWD/sh"
     until_ has_lines sh/out 1
     ms "$t0" "$(now)" >> start.shell.fresh
     until_ has_lines sh/out 25
@@ -101,8 +102,7 @@ for i in $(seq "$runs"); do
     ms "$t0" "$(now)" >> evict.shell
     wait "$job" 2>/dev/null || true
     # How long --bcheckpoint takes to return (the images are not complete).
-    rm -rf sh && mkdir -p sh/images && cp counter sh/
-    shell_start "$PWD/sh" launch
+    shell_start "$PWD/sh"
     until_ has_lines sh/out 5
     t0=$(now)
     "$dmtcp/dmtcp_command" --coord-host 127.0.0.1 --coord-port "$port" --bcheckpoint >/dev/null 2>&1

@@ -31,11 +31,7 @@ const STORE: &str = "ckptrun.store";
 fn sandbox(name: &str) -> Sandbox {
     let sandbox = Sandbox::new(&format!("dmtcp-{name}"));
     install_fake_dmtcp(&sandbox.path("dmtcp"));
-    // A hard link: a copy just written can be "text file busy" to exec
-    // while another test's fork still holds it open.
-    if std::fs::hard_link(dmtcp_job_dynamic(), sandbox.path("job")).is_err() {
-        std::fs::copy(dmtcp_job_dynamic(), sandbox.path("job")).unwrap();
-    }
+    link_or_copy(&dmtcp_job_dynamic(), &sandbox.path("job"));
     std::fs::create_dir(sandbox.path("images")).unwrap();
     sandbox
 }

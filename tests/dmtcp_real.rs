@@ -35,11 +35,6 @@ struct Job {
     outputs: &'static [&'static str],
 }
 
-/// The C counter, compiled once (dynamically: DMTCP preloads itself).
-fn counter() -> PathBuf {
-    dmtcp_counter()
-}
-
 fn jobs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jobs")
 }
@@ -47,7 +42,7 @@ fn jobs_dir() -> PathBuf {
 fn c_job(steps: u32) -> Job {
     Job {
         name: "c",
-        inputs: vec![counter()],
+        inputs: vec![dmtcp_counter()],
         argv: ["./counter", &steps.to_string(), "60", "two words", ""]
             .map(String::from)
             .to_vec(),
@@ -407,19 +402,8 @@ fn finish_and_compare(life: &mut Life, reference: &[(String, Vec<u8>)]) {
     assert_nothing_left(&life.sandbox);
 }
 
-/// Runs to the end, allowing 90 s.
-fn run_long(cmd: Command) -> Finished {
-    let mut run = start(cmd);
-    match wait_at_most(&mut run.child, Duration::from_secs(90)) {
-        Some(_) => run.finish(),
-        None => {
-            let _ = run.child.kill();
-            panic!("ckptrun did not end within 90 s");
-        }
-    }
-}
-
-/// `run_long` for a life's run, saying which and what it left on failure.
+/// Runs a life's run to the end, allowing 90 s; on failure says which
+/// run, and what it left.
 fn run_long_for(life: &Life, cmd: Command) -> Finished {
     let mut run = start(cmd);
     match wait_at_most(&mut run.child, Duration::from_secs(90)) {
@@ -476,7 +460,7 @@ fn interval_checkpoints_exit_85_and_the_job_resumes_each_time() {
     let mut codes = Vec::new();
     // HTCondor uploads after each exit 85 and restarts the job in place.
     for _ in 0..20 {
-        let out = run_long(life.command(&["--interval", "1.2"]));
+        let out = run_long_for(&life, life.command(&["--interval", "1.2"]));
         codes.push(out.code());
         if out.code() != Some(85) {
             break;
@@ -521,7 +505,7 @@ fn interval_continue_commits_while_the_job_runs_and_a_crash_resumes_from_there()
     assert_nothing_left(&life.sandbox);
     let newest = *generations(&life.sandbox, STORE).last().unwrap();
     life.move_on();
-    let out = run_long(life.command(&[]));
+    let out = run_long_for(&life, life.command(&[]));
     assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, life.log());
     assert!(
         life.log()
@@ -615,7 +599,7 @@ fn tools_without_their_libraries_are_refused_before_anything_starts() {
         return;
     };
     let sandbox = Sandbox::new("real-no-libs");
-    std::fs::copy(counter(), sandbox.path("counter")).unwrap();
+    std::fs::copy(dmtcp_counter(), sandbox.path("counter")).unwrap();
     for tool in DMTCP_TOOLS {
         std::fs::copy(bin.join(tool), sandbox.path(tool)).unwrap();
     }
@@ -785,7 +769,7 @@ fn a_coordinator_an_earlier_run_left_is_ended_and_children_it_was_given_are_not(
     let life = Life::new(c_job(8), bin.clone(), User::Root);
     // A first run makes the store; then a coordinator is left as a killed
     // run leaves one (started, never joined), with its port file there.
-    let out = run_long(life.command(&[]));
+    let out = run_long_for(&life, life.command(&[]));
     assert_eq!(out.code(), Some(0), "{}", life.log());
     let port_file = life.path(".ckptrun.store/coordinator-port");
     let stale = Command::new(bin.join("dmtcp_coordinator"))
@@ -810,7 +794,7 @@ fn a_coordinator_an_earlier_run_left_is_ended_and_children_it_was_given_are_not(
     );
     let mut sh = Command::new("sh");
     sh.args(["-c", &script]);
-    let out = run_long(in_sandbox(sh, &life.sandbox));
+    let out = run_long_for(&life, in_sandbox(sh, &life.sandbox));
     assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, life.log());
     assert!(
         life.log()

@@ -31,11 +31,7 @@ impl Dmtcp {
         let sandbox = Sandbox::new(&format!("fake-dmtcp-{name}"));
         let bin = sandbox.path("bin");
         install_dmtcp_tools(&bin);
-        // A link, not a copy: no ETXTBSY from a copy still open for
-        // writing in a process another test thread is forking.
-        if std::fs::hard_link(dmtcp_job(), sandbox.path("job")).is_err() {
-            std::fs::copy(dmtcp_job(), sandbox.path("job")).unwrap();
-        }
+        link_or_copy(&dmtcp_job(), &sandbox.path("job"));
         Self {
             sandbox,
             bin,

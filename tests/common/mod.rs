@@ -43,17 +43,23 @@ pub const DMTCP_TOOLS: [&str; 4] = [
     "dmtcp_restart",
 ];
 
+/// Puts `from` at `to` (replacing what is there): a hard link, or a copy
+/// where linking fails. A copy just written can be "text file busy" to
+/// exec while another test's fork still holds it open; a link cannot.
+pub fn link_or_copy(from: &Path, to: &Path) {
+    let _ = std::fs::remove_file(to);
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
 /// Puts the fake DMTCP tools in `dir` (created if missing) under their
 /// four names: hard links, or copies where linking fails.
 pub fn install_dmtcp_tools(dir: &Path) {
     let fake = fake_dmtcp();
     std::fs::create_dir_all(dir).unwrap();
     for name in DMTCP_TOOLS {
-        let to = dir.join(name);
-        let _ = std::fs::remove_file(&to);
-        if std::fs::hard_link(&fake, &to).is_err() {
-            std::fs::copy(&fake, &to).unwrap();
-        }
+        link_or_copy(&fake, &dir.join(name));
     }
 }
 
@@ -88,9 +94,7 @@ fn build_for(target: &'static str, release: bool) -> PathBuf {
         return dir.clone();
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), PathBuf::from)
-        .join("fixtures");
+    let target_dir = fixtures_dir();
     let status = if release {
         Command::new(root.join("scripts/build-release.sh"))
             .arg(target)
@@ -456,20 +460,6 @@ pub fn slot_of(dir: &Path, name: &str, g: u64) -> PathBuf {
         .unwrap_or_else(|| panic!("no generation {g} in {}/{name}.*", dir.display()))
 }
 
-/// Extracts generation `g` of the store `NAME` in `dir` into `into`
-/// (created), with GNU tar.
-pub fn extract_generation(dir: &Path, name: &str, g: u64, into: &Path) {
-    std::fs::create_dir_all(into).unwrap();
-    let status = Command::new("tar")
-        .arg("-xf")
-        .arg(slot_of(dir, name, g))
-        .arg("-C")
-        .arg(into)
-        .status()
-        .unwrap();
-    assert!(status.success(), "tar could not extract generation {g}");
-}
-
 /// splitmix64: small, seedable, good enough for the harnesses to pick
 /// actions.
 pub struct Rng(pub u64);
@@ -572,16 +562,9 @@ pub fn real_dmtcp(test: &str) -> Option<PathBuf> {
             std::env::split_paths(&std::env::var_os("PATH")?)
                 .find(|d| d.join("dmtcp_launch").is_file())
         };
-        named.or_else(on_path).filter(|bin| {
-            [
-                "dmtcp_launch",
-                "dmtcp_coordinator",
-                "dmtcp_command",
-                "dmtcp_restart",
-            ]
-            .iter()
-            .all(|t| bin.join(t).is_file())
-        })
+        named
+            .or_else(on_path)
+            .filter(|bin| DMTCP_TOOLS.iter().all(|t| bin.join(t).is_file()))
     });
     if found.is_none() {
         let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
@@ -627,15 +610,22 @@ pub fn dmtcp_counter() -> PathBuf {
 pub fn install_fake_dmtcp(prefix: &Path) -> PathBuf {
     let bin = prefix.join("bin");
     install_dmtcp_tools(&bin);
-    let mtcp = bin.join("mtcp_restart");
-    let _ = std::fs::remove_file(&mtcp);
-    if std::fs::hard_link(fake_dmtcp(), &mtcp).is_err() {
-        std::fs::copy(fake_dmtcp(), &mtcp).unwrap();
-    }
+    link_or_copy(&fake_dmtcp(), &bin.join("mtcp_restart"));
     let lib = prefix.join("lib/dmtcp");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(lib.join("libdmtcp.so"), b"").unwrap();
     bin
+}
+
+/// Where the test fixtures are built: `fixtures` in cargo's target
+/// directory.
+fn fixtures_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
+            PathBuf::from,
+        )
+        .join("fixtures")
 }
 
 /// `examples/dmtcp_job.rs` built for the host's glibc target, so linked
@@ -646,10 +636,7 @@ pub fn dmtcp_job_dynamic() -> PathBuf {
     BUILT
         .get_or_init(|| {
             const TARGET: &str = "x86_64-unknown-linux-gnu";
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-                .map_or_else(|| root.join("target"), PathBuf::from)
-                .join("fixtures");
+            let target_dir = fixtures_dir();
             let status = Command::new(env!("CARGO"))
                 .args([
                     "build",
@@ -661,7 +648,7 @@ pub fn dmtcp_job_dynamic() -> PathBuf {
                 ])
                 .arg("--target-dir")
                 .arg(&target_dir)
-                .current_dir(root)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
                 .status()
                 .expect("run cargo");
             assert!(status.success(), "building dmtcp_job for {TARGET} failed");
