@@ -18,15 +18,14 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, Timestamps};
+use rustix::fs::{FileType, Mode, OFlags, Timestamps};
 use rustix::io::{Errno, Result};
+
+use crate::tree;
 
 const BLOCK: usize = 512;
 /// The longest path a member may have (Linux's PATH_MAX, less its NUL).
 pub const PATH_MAX: usize = 4095;
-/// How deep a tree may nest; deeper is refused (ELOOP) rather than risk
-/// the stack.
-const MAX_DEPTH: u32 = 32;
 /// Where file data starts: a multiple of this in the archive.
 const ALIGN: u64 = 4096;
 /// The largest pax record block ckptrun reads: a path, a link target, a
@@ -153,7 +152,7 @@ impl<'a> Writer<'a> {
 
     /// A regular file holding `data`, dated now.
     pub fn bytes(&mut self, path: &[u8], mode: u32, data: &[u8]) -> Result<()> {
-        let now = rustix::time::clock_gettime(rustix::time::ClockId::Realtime).tv_sec;
+        let now = crate::sys::realtime().0;
         self.header(path, Kind::File, mode, now, data.len() as u64, b"")?;
         self.write(data)?;
         self.pad(data.len() as u64)
@@ -173,12 +172,12 @@ impl<'a> Writer<'a> {
         at: &mut PathBuf,
         depth: u32,
     ) -> Result<()> {
-        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+        let st = tree::stat(dir, name)?;
         let mode = st.st_mode & 0o7777;
         let mtime = st.st_mtime as i64;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => {
-                let file = rustix::fs::openat(dir, name, read_flags(), Mode::empty())?;
+                let file = rustix::fs::openat(dir, name, tree::read_flags(), Mode::empty())?;
                 let len = rustix::fs::fstat(&file)?.st_size as u64;
                 self.header(at.as_bytes(), Kind::File, mode, mtime, len, b"")?;
                 copy_into(&file, self.out, len)?;
@@ -191,24 +190,16 @@ impl<'a> Writer<'a> {
                 self.header(at.as_bytes(), Kind::Symlink, mode, mtime, 0, target)
             }
             FileType::Directory => {
-                if depth >= MAX_DEPTH {
+                if depth >= tree::MAX_DEPTH {
                     return Err(Errno::LOOP);
                 }
                 self.header(at.as_bytes(), Kind::Dir, mode, mtime, 0, b"")?;
-                let d = open_dir(dir, name)?;
-                let mut buf = [MaybeUninit::uninit(); 4096];
-                let mut entries = RawDir::new(&d, &mut buf);
-                while let Some(entry) = entries.next() {
-                    let entry = entry?;
-                    let child = entry.file_name();
-                    if matches!(child.to_bytes(), b"." | b"..") {
-                        continue;
-                    }
+                tree::each_entry(dir, name, depth, |d, child| {
                     let back = at.join(child.to_bytes())?;
-                    let done = self.tree_at(d.as_fd(), child, at, depth + 1);
+                    let done = self.tree_at(d, child, at, depth + 1);
                     at.truncate(back);
-                    done?;
-                }
+                    done
+                })?;
                 Ok(())
             }
             // FIFOs, sockets, devices: not checkpoint data.
@@ -747,19 +738,6 @@ fn copy_by_reading(
         }
     }
     Ok(())
-}
-
-fn open_dir(dir: BorrowedFd, name: &CStr) -> Result<OwnedFd> {
-    rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-    )
-}
-
-fn read_flags() -> OFlags {
-    OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 use std::mem::MaybeUninit;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use rustix::fs::{AtFlags, FileType, RawDir, SeekFrom, Timestamps, UTIME_OMIT};
@@ -88,7 +88,7 @@ pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, not_outputs: &[OsString],
             if bytes.starts_with(b".") || not_outputs.iter().any(|i| i.as_bytes() == bytes) {
                 continue;
             }
-            let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            let Ok(stat) = crate::tree::stat(dir.as_fd(), name) else {
                 continue;
             };
             if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {

@@ -423,12 +423,13 @@ impl Store {
         self.each_slot(|slot, _| slots |= 1 << slot)?;
         for slot in (0..=MAX_KEEP).filter(|s| slots & (1 << s) != 0) {
             let name = SlotName::new(&self.base, slot);
-            let file = match rustix::fs::openat(&self.parent, name.c(), read_flags(), Mode::empty())
-            {
-                Ok(file) => file,
-                Err(Errno::NOENT) => continue,
-                Err(e) => return Err(at("open a slot")(e)),
-            };
+            let file =
+                match rustix::fs::openat(&self.parent, name.c(), tree::read_flags(), Mode::empty())
+                {
+                    Ok(file) => file,
+                    Err(Errno::NOENT) => continue,
+                    Err(e) => return Err(at("open a slot")(e)),
+                };
             match read_meta(file.as_fd()) {
                 Ok(Some(meta)) => f(meta.generation().unwrap_or(0), &meta),
                 Ok(None) => {}
@@ -463,7 +464,7 @@ impl Store {
     /// Generation `g`'s archive, open for reading, and its description.
     pub fn generation(&self, g: u64) -> Result<(OwnedFd, Meta), Failed> {
         let name = SlotName::new(&self.base, (g % u64::from(self.slots)) as u32);
-        let file = rustix::fs::openat(&self.parent, name.c(), read_flags(), Mode::empty())
+        let file = rustix::fs::openat(&self.parent, name.c(), tree::read_flags(), Mode::empty())
             .map_err(at("open the generation"))?;
         let torn = Failed {
             step: "read the generation",
@@ -844,10 +845,6 @@ fn resolved(path: &Path) -> std::path::PathBuf {
 
 fn cstring(s: &OsStr) -> Result<CString, Error> {
     CString::new(s.as_bytes()).map_err(|_| Error::usage(s.display(), "contains a NUL byte"))
-}
-
-fn read_flags() -> OFlags {
-    OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use rustix::io::{Errno, Result};
 
 /// How deep a checkpoint directory may nest; deeper is refused (ELOOP)
 /// rather than risk the stack.
-const MAX_DEPTH: u32 = 32;
+pub const MAX_DEPTH: u32 = 32;
 
 /// Room for a batch of directory entries.
 const DIRENT_BUF: usize = 4096;
@@ -137,7 +137,7 @@ fn mix(st: &Stat) -> u64 {
 /// Opens the directory `name` (at `depth` below the top, refused past
 /// MAX_DEPTH) and calls `f` with it and each entry's name but `.` and
 /// `..`. Returns the open directory.
-fn each_entry(
+pub fn each_entry(
     dir: BorrowedFd,
     name: &CStr,
     depth: u32,
@@ -171,6 +171,12 @@ pub fn open_named_dir(dir: BorrowedFd, name: &CStr) -> Result<OwnedFd> {
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
+}
+
+/// How ckptrun opens a file it reads (a checkpoint's, an archive): not
+/// through a symlink, never as a controlling terminal.
+pub fn read_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY
 }
 
 /// A directory ckptrun made or found inside one: a symlink is refused.
