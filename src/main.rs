@@ -69,10 +69,16 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     };
     let log = Log::open(config.log.as_deref(), config.verbose)
         .unwrap_or_else(|e| fail(&Log::stderr_only(), e));
+    if config.mode == Mode::Dmtcp && rustix::process::getpid().is_init() {
+        match dmtcp_as_pid_1(&config, &argv, &inherited, &log) {
+            Ok(verdict) => exit::finish(verdict, &log),
+            Err(e) => fail(&log, e),
+        }
+    }
     if config.mode != Mode::Init {
         read_job_ad(&mut config, &log);
     }
-    match run(&config, &argv, &inherited, &log) {
+    match run(&config, &inherited, &log) {
         Ok(verdict) => exit::finish(verdict, &log),
         Err(e) => fail(&log, e),
     }
@@ -102,9 +108,6 @@ fn checkpoint_files(config: &Config) -> Vec<OsString> {
 /// Warns about a submit file that would lose checkpoints: the files
 /// that must travel, and how ckptrun exits after a checkpoint of its own.
 fn check_transfers(config: &Config, ad: &jobad::JobAd, log: &Log) {
-    if config.mode == Mode::Init {
-        return;
-    }
     let files = checkpoint_files(config);
     let files: Vec<&std::ffi::OsStr> = files.iter().map(OsString::as_os_str).collect();
     // --interval without a "continue" flag: checkpoint and exit.
@@ -117,14 +120,34 @@ fn check_transfers(config: &Config, ad: &jobad::JobAd, log: &Log) {
     transfers::check(ad, &files, own_exit, log);
 }
 
-/// Plans, starts and supervises the job; returns how ckptrun should end.
-/// `argv` is ckptrun's own arguments.
-fn run(
+/// dmtcp mode as PID 1. DMTCP restores a process whose parent was PID 1
+/// as an orphan, detached from whatever restarts it (dmtcp_restart's
+/// isOrphan). So ckptrun stays a plain init and runs itself, as pid 2,
+/// to drive DMTCP; that ckptrun does everything else (the job ad, the
+/// files, the status file, HTCondor's outputs), once. `argv` is
+/// ckptrun's own arguments.
+fn dmtcp_as_pid_1(
     config: &Config,
     argv: &[OsString],
     inherited: &Inherited,
     log: &Log,
 ) -> Result<Verdict, Error> {
+    log.info(format_args!(
+        "PID 1: running dmtcp mode in a child (DMTCP would take the job for an orphan)"
+    ));
+    let me = spawn::Command::new(Path::new("/proc/self/exe"), "ckptrun".as_ref(), argv, &[])?;
+    let start = Start {
+        config,
+        inherited,
+        log,
+        status_file: None,
+        outputs: None,
+    };
+    start.supervise(me, &mut init::Init::plain())
+}
+
+/// Plans, starts and supervises the job; returns how ckptrun should end.
+fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Error> {
     let path = program::locate(&config.program, std::env::var_os("PATH"))?;
     let stdio = spawn::Stdio::files(
         config.stdin.as_deref(),
@@ -142,6 +165,7 @@ fn run(
         inherited,
         log,
         status_file,
+        outputs: Outputs::under_htcondor(config),
     };
     match config.mode {
         Mode::Condor => {
@@ -156,18 +180,6 @@ fn run(
             start.supervise(job(&extra)?.with_stdio(stdio), &mut protocol)
         }
         Mode::Init => start.supervise(job(&[])?.with_stdio(stdio), &mut init::Init::new(config)),
-        Mode::Dmtcp if rustix::process::getpid().is_init() => {
-            // DMTCP restores a process whose parent was PID 1 as an
-            // orphan, detached from whatever restarts it (dmtcp_restart's
-            // isOrphan). As PID 1, ckptrun stays a plain init and runs
-            // itself, as pid 2, to drive DMTCP.
-            log.info(format_args!(
-                "PID 1: running dmtcp mode in a child (DMTCP would take the job for an orphan)"
-            ));
-            let me =
-                spawn::Command::new(Path::new("/proc/self/exe"), "ckptrun".as_ref(), argv, &[])?;
-            start.supervise(me, &mut init::Init::plain())
-        }
         Mode::Dmtcp => {
             // Orphans (the coordinator, once it detaches) must be ours
             // before it starts.
@@ -184,6 +196,45 @@ struct Start<'a> {
     inherited: &'a Inherited,
     log: &'a Log,
     status_file: Option<status_file::StatusFile>,
+    /// Under HTCondor, what to mark changed at the job's end.
+    outputs: Option<Outputs>,
+}
+
+/// Under HTCondor: the sandbox, and the names in it that are not the
+/// job's outputs (see exit::mark_outputs_changed).
+struct Outputs {
+    sandbox: Option<rustix::fd::OwnedFd>,
+    not_outputs: Vec<OsString>,
+}
+
+impl Outputs {
+    fn under_htcondor(config: &Config) -> Option<Self> {
+        let dir = std::env::var_os("_CONDOR_SCRATCH_DIR")?;
+        let sandbox = rustix::fs::open(
+            dir.as_os_str(),
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok();
+        // Not the job's outputs: its inputs, and the checkpoint, of no
+        // use once the job has ended (HTCondor need not carry it back).
+        let not_outputs = config
+            .sandbox_inputs
+            .iter()
+            .cloned()
+            .chain(
+                checkpoint_files(config)
+                    .iter()
+                    .filter_map(|f| Path::new(f).file_name().map(|n| n.to_os_string())),
+            )
+            .collect();
+        Some(Self {
+            sandbox,
+            not_outputs,
+        })
+    }
 }
 
 impl Start<'_> {
@@ -199,6 +250,7 @@ impl Start<'_> {
             inherited,
             log,
             status_file,
+            outputs,
         } = self;
         supervise::adopt_orphans(log);
         if let Some(sig) = config.pdeathsig {
@@ -208,31 +260,6 @@ impl Start<'_> {
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
         let panic_for_test = internal_error::test_panic_requested();
-        // Under HTCondor: the sandbox, for the job's end (see
-        // exit::mark_outputs_changed).
-        let sandbox = std::env::var_os("_CONDOR_SCRATCH_DIR").and_then(|dir| {
-            rustix::fs::open(
-                dir.as_os_str(),
-                rustix::fs::OFlags::RDONLY
-                    | rustix::fs::OFlags::DIRECTORY
-                    | rustix::fs::OFlags::CLOEXEC,
-                rustix::fs::Mode::empty(),
-            )
-            .ok()
-        });
-        let under_htcondor = std::env::var_os("_CONDOR_SCRATCH_DIR").is_some();
-        // Not the job's outputs: its inputs, and the checkpoint, of no use
-        // once the job has ended (HTCondor need not carry it back).
-        let not_outputs: Vec<OsString> = config
-            .sandbox_inputs
-            .iter()
-            .cloned()
-            .chain(
-                checkpoint_files(config)
-                    .iter()
-                    .filter_map(|f| Path::new(f).file_name().map(|n| n.to_os_string())),
-            )
-            .collect();
 
         // From here on nothing allocates (debug builds abort if anything does).
         alloc_guard::arm();
@@ -273,8 +300,10 @@ impl Start<'_> {
         }
         let verdict = protocol.judge(ended, log);
         protocol.end(log);
-        if under_htcondor && !config.is_checkpoint(verdict) {
-            exit::mark_outputs_changed(sandbox.as_ref(), &not_outputs, log);
+        if let Some(o) = &outputs
+            && !config.is_checkpoint(verdict)
+        {
+            exit::mark_outputs_changed(o.sandbox.as_ref(), &o.not_outputs, log);
         }
         Ok(verdict)
     }

@@ -748,15 +748,26 @@ fn as_pid_1_in_a_pid_namespace_an_eviction_exits_85_and_restarts() {
     let job = c_job(40);
     let reference = reference(&job);
     let mut life = Life::new(job, bin, User::Root);
+    // A job ad whose submit file loses eviction checkpoints: warned once,
+    // by the ckptrun that drives DMTCP, not again by PID 1.
+    let ad = life.base.join("job.ad");
+    std::fs::write(&ad, "WhenToTransferOutput = \"ON_EXIT\"\n").unwrap();
     let mut cmd = pid_namespace();
     cmd.arg(CKPTRUN)
         .args(dmtcp_args(&life.bin, &[], &life.job.argv));
-    let mut running = start(in_sandbox(cmd, &life.sandbox));
+    let mut cmd = in_sandbox(cmd, &life.sandbox);
+    let mut running = start(cmd.env("_CONDOR_JOB_AD", &ad));
     wait_for_lines(&mut running, &life.path("out"), 6);
     // HTCondor signals the job's first process: ckptrun, PID 1 inside.
     signal(first_child(running.pid()), libc::SIGTERM);
     let out = running.finish();
     assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, life.log());
+    assert_eq!(
+        out.stderr.matches("loses checkpoints").count(),
+        1,
+        "{}",
+        out.stderr
+    );
     life.move_on();
     finish_and_compare(&mut life, &reference);
 }
