@@ -265,17 +265,13 @@ fn exec_child(
     // signal mask and SIGCHLD disposition ckptrun inherited; every other
     // disposition ckptrun never changed, and exec keeps SIG_IGN.
     inherited.restore();
+    // Async-signal-safe: fchdir(2), on a descriptor opened before fork.
     // Async-signal-safe: dup2(2). The sources are 3 or above, so none is
     // overwritten before it is copied; dup2 clears close-on-exec on 0-2.
-    // Async-signal-safe: fchdir(2), on a descriptor opened before fork.
-    if let Some(dir) = &command.cwd
-        && let Err(e) = rustix::process::fchdir(dir)
-    {
-        let _ = rustix::io::write(&report, &e.raw_os_error().to_ne_bytes());
-        sys::exit_now(crate::error::NOT_FOUND as i32);
-    }
+    // The first failure is reported.
     let [stdin, stdout, stderr] = &command.stdio.0;
     let redirected = [
+        command.cwd.as_ref().map(rustix::process::fchdir),
         stdin.as_ref().map(rustix::stdio::dup2_stdin),
         stdout.as_ref().map(rustix::stdio::dup2_stdout),
         stderr.as_ref().map(rustix::stdio::dup2_stderr),
