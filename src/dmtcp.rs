@@ -242,7 +242,7 @@ impl<'a> Dmtcp<'a> {
         let images = prepare_images(&images_at)?;
         // A start that fails from here leaves no images directory behind.
         let forget_images = |e: Error| {
-            let _ = empty(images.as_fd());
+            let _ = tree::empty(images.as_fd());
             let _ = rustix::fs::rmdir(images_at.as_os_str());
             e
         };
@@ -466,11 +466,12 @@ impl<'a> Dmtcp<'a> {
     /// computation. A complete one DMTCP kills itself (--kcheckpoint),
     /// with SIGKILL as the fallback; one not complete is killed now.
     fn end_computation(&mut self, outcome: Outcome) -> Action {
-        let kills = self.pending.take().is_some_and(|p| p.kills);
+        self.pending = None;
         self.outcome = outcome;
         self.check = None;
         self.next_tick = None;
-        if outcome == Outcome::Checkpointed && kills {
+        // Checkpointed only by a request that kills (on_deadline).
+        if outcome == Outcome::Checkpointed {
             self.kill_at = Some(Instant::now() + QUIT_GRACE);
             return Action::Drop;
         }
@@ -533,9 +534,8 @@ impl<'a> Dmtcp<'a> {
         let done = self
             .store
             .commit_dir(self.images.as_fd(), &meta[..len], self.log);
-        match done {
-            Ok(_) => empty(self.images.as_fd()).map_err(store::at("empty the images directory"))?,
-            Err(_) => self.keep_images = true,
+        if done.is_ok() {
+            tree::empty(self.images.as_fd()).map_err(store::at("empty the images directory"))?;
         }
         done
     }
@@ -552,8 +552,7 @@ impl<'a> Dmtcp<'a> {
                 self.store.shown.display()
             ));
             // The next checkpoint overwrites what this one left.
-            self.keep_images = false;
-            let _ = empty(self.images.as_fd());
+            let _ = tree::empty(self.images.as_fd());
         }
     }
 
@@ -657,12 +656,10 @@ impl Protocol for Dmtcp<'_> {
                 .flatten()
                 .min()
         });
-        let check = self.check.map(|c| {
-            c.deadline.min(if c.probe.is_none() {
-                c.next_probe
-            } else {
-                c.deadline
-            })
+        // While a probe runs, only the check's own deadline.
+        let check = self.check.map(|c| match c.probe {
+            None => c.deadline.min(c.next_probe),
+            Some(_) => c.deadline,
         });
         let lost = self.lost.map(|(_, at)| at);
         [pending.flatten(), check, self.next_tick, self.kill_at, lost]
@@ -819,6 +816,7 @@ impl Protocol for Dmtcp<'_> {
                     log,
                 ),
                 Err(f) => {
+                    self.keep_images = true;
                     log.warn(format_args!(
                         "{}: commit failed: {f}; the last commit is kept, the images are left in {}",
                         self.store.shown.display(),
@@ -857,7 +855,7 @@ impl Protocol for Dmtcp<'_> {
         self.stop_all(log);
         let _ = tree::remove(self.store.scratch(), store::RESTORE);
         if !self.keep_images {
-            let _ = empty(self.images.as_fd());
+            let _ = tree::empty(self.images.as_fd());
             let _ = rustix::fs::rmdir(self.images_at.as_os_str());
         }
     }
@@ -883,10 +881,20 @@ impl Dmtcp<'_> {
                 return complete(images);
             }
             let _ = sys::wait_signal(&coordinator::sigchld(), Some(POLL));
-            while let Ok(Some((pid, status))) =
-                rustix::process::wait(rustix::process::WaitOptions::NOHANG)
-            {
-                self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
+            self.reap_ended(log);
+        }
+    }
+
+    /// Reaps every child that has ended (see `reaped`); true when no
+    /// child is left at all (ECHILD).
+    fn reap_ended(&mut self, log: &Log) -> bool {
+        loop {
+            match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
+                Ok(Some((pid, status))) => {
+                    self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
+                }
+                Err(rustix::io::Errno::CHILD) => return true,
+                _ => return false,
             }
         }
     }
@@ -897,20 +905,7 @@ impl Dmtcp<'_> {
         let give_up = kill_at + STOP_GRACE;
         let mut said = false;
         loop {
-            // Reap what has ended; ECHILD: no child is left at all.
-            let mut none_left = false;
-            loop {
-                match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
-                    Ok(Some((pid, status))) => {
-                        self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
-                    }
-                    Err(rustix::io::Errno::CHILD) => {
-                        none_left = true;
-                        break;
-                    }
-                    _ => break,
-                }
-            }
+            let none_left = self.reap_ended(log);
             let mut left = 0;
             self.children.each_new(|_| left += 1);
             let known_left = self.coordinator.is_some() || !self.helpers.is_empty();
@@ -1140,7 +1135,7 @@ fn prepare_images(at: &Path) -> Result<OwnedFd, Error> {
         Mode::empty(),
     )
     .map_err(fail)?;
-    empty(dir.as_fd()).map_err(fail)?;
+    tree::empty(dir.as_fd()).map_err(fail)?;
     Ok(dir)
 }
 
@@ -1150,28 +1145,7 @@ fn new_images_name() -> Result<OsString, Error> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| Error::usage("/dev/urandom", e))?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("ckptrun.{hex}").into())
-}
-
-/// Removes everything in `dir`.
-fn empty(dir: BorrowedFd) -> rustix::io::Result<()> {
-    loop {
-        rustix::fs::seek(dir, SeekFrom::Start(0))?;
-        let mut buf = [MaybeUninit::uninit(); 4096];
-        let mut entries = RawDir::new(dir, &mut buf);
-        let mut removed = false;
-        while let Some(entry) = entries.next() {
-            let entry = entry?;
-            if !matches!(entry.file_name().to_bytes(), b"." | b"..") {
-                tree::remove(dir, entry.file_name())?;
-                removed = true;
-            }
-        }
-        if !removed {
-            return Ok(());
-        }
-    }
+    Ok(format!("ckptrun.{:016x}", u64::from_be_bytes(bytes)).into())
 }
 
 /// Whether the images directory holds a complete checkpoint: the restart

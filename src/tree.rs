@@ -18,6 +18,33 @@ pub const MAX_DEPTH: u32 = 32;
 /// Room for a batch of directory entries.
 const DIRENT_BUF: usize = 4096;
 
+/// Removes everything in the open directory `dir`.
+pub fn empty(dir: BorrowedFd) -> Result<()> {
+    empty_at(dir, 0)
+}
+
+/// Removes what `dir` holds, `depth` below the top.
+fn empty_at(dir: BorrowedFd, depth: u32) -> Result<()> {
+    // Entries removed while a directory is read may hide others from that
+    // read: read it again until a pass finds nothing.
+    loop {
+        rustix::fs::seek(dir, SeekFrom::Start(0))?;
+        let mut removed = false;
+        let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
+        let mut entries = RawDir::new(dir, &mut buf);
+        while let Some(entry) = entries.next() {
+            let entry = entry?;
+            if !is_dot(entry.file_name()) {
+                remove_at(dir, entry.file_name(), depth)?;
+                removed = true;
+            }
+        }
+        if !removed {
+            return Ok(());
+        }
+    }
+}
+
 /// Removes `name` (a file, a symlink, or a directory and all it holds).
 /// Nothing there is not an error.
 pub fn remove(dir: BorrowedFd, name: &CStr) -> Result<()> {
@@ -34,24 +61,7 @@ fn remove_at(dir: BorrowedFd, name: &CStr, depth: u32) -> Result<()> {
         return Err(Errno::LOOP);
     }
     let d = open_dir(dir, name)?;
-    // Entries removed while a directory is read may hide others from that
-    // read: read it again until a pass finds nothing.
-    loop {
-        rustix::fs::seek(&d, SeekFrom::Start(0))?;
-        let mut removed = false;
-        let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
-        let mut entries = RawDir::new(&d, &mut buf);
-        while let Some(entry) = entries.next() {
-            let entry = entry?;
-            if !is_dot(entry.file_name()) {
-                remove_at(d.as_fd(), entry.file_name(), depth + 1)?;
-                removed = true;
-            }
-        }
-        if !removed {
-            break;
-        }
-    }
+    empty_at(d.as_fd(), depth + 1)?;
     match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(e) => Err(e),
