@@ -206,6 +206,7 @@ impl<'a> Dmtcp<'a> {
     pub fn plan(
         config: &Config,
         path: &Path,
+        stdio: &spawn::Stdio,
         inherited: &'a Inherited,
         log: &'a Log,
     ) -> Result<(Self, spawn::Command), Error> {
@@ -225,10 +226,7 @@ impl<'a> Dmtcp<'a> {
         let (store, newest) = Store::open(&config.store, &[], config.keep, log)?;
         let cwd = std::env::current_dir().map_err(|e| Error::usage("the working directory", e))?;
         let scratch_at = absolute(&store.scratch_path(), &cwd);
-        let outputs = [&config.stdout, &config.stderr].map(|p| {
-            p.as_ref()
-                .and_then(|p| rustix::fs::open(p.as_os_str(), read_flags(), Mode::empty()).ok())
-        });
+        let outputs = stdio.outputs();
 
         // Generation 0 is the starting state: no images.
         let restart = match newest.filter(|&g| g >= 1) {
@@ -294,7 +292,7 @@ impl<'a> Dmtcp<'a> {
                     log.info(format_args!(
                         "restart from generation {} ({}): dmtcp_restart, {} image(s)",
                         r.generation,
-                        store.slot_of(r.generation),
+                        r.slot,
                         image_paths.len()
                     ));
                     args.extend(image_paths.iter().cloned());
@@ -952,6 +950,9 @@ impl Dmtcp<'_> {
 /// A committed generation to restart from, as its description says.
 struct Restart {
     generation: u64,
+    /// The generation's archive, and its slot's name for messages.
+    file: OwnedFd,
+    slot: String,
     images_at: PathBuf,
 }
 
@@ -967,7 +968,7 @@ impl Restart {
         log: &Log,
     ) -> Result<Self, Error> {
         let slot = store.slot_of(g).to_string();
-        let (_, meta) = store.generation(g).map_err(|f| Error::usage(&slot, f))?;
+        let (file, meta) = store.generation(g).map_err(|f| Error::usage(&slot, f))?;
         let path = |key: &[u8]| {
             meta.get(key)
                 .filter(|v| v.starts_with(b"/"))
@@ -996,16 +997,22 @@ impl Restart {
                 ),
             ));
         }
-        for (key, fd) in [&b"stdout-size"[..], b"stderr-size"].iter().zip(outputs) {
+        let keys = [
+            (&b"stdout-size"[..], "--stdout"),
+            (b"stderr-size", "--stderr"),
+        ];
+        for ((key, which), fd) in keys.into_iter().zip(outputs) {
             let size = meta
                 .get(key)
                 .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
             if let (Some(size), Some(fd)) = (size, fd) {
-                cut_back(fd.as_fd(), size, key, log);
+                cut_back(fd.as_fd(), size, which, log);
             }
         }
         Ok(Self {
             generation: g,
+            file,
+            slot,
             images_at,
         })
     }
@@ -1019,9 +1026,8 @@ impl Restart {
         images: BorrowedFd,
         restore_at: &Path,
     ) -> Result<Vec<OsString>, Error> {
-        let slot = store.slot_of(self.generation).to_string();
-        let fail = |f: &dyn std::fmt::Display| Error::usage(&slot, f);
-        let (file, _) = store.generation(self.generation).map_err(|f| fail(&f))?;
+        let fail = |f: &dyn std::fmt::Display| Error::usage(&self.slot, f);
+        let file = &self.file;
         tree::remove(store.scratch(), store::RESTORE)
             .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
         rustix::fs::mkdirat(store.scratch(), store::RESTORE, Mode::from_raw_mode(0o700))
@@ -1060,12 +1066,7 @@ impl Restart {
 
 /// `--stdout` or `--stderr` back to `size`, its size when the checkpoint
 /// was committed: what the job wrote after it will be written again.
-fn cut_back(fd: BorrowedFd, size: u64, key: &[u8], log: &Log) {
-    let which = if key.starts_with(b"stdout") {
-        "--stdout"
-    } else {
-        "--stderr"
-    };
+fn cut_back(fd: BorrowedFd, size: u64, which: &str, log: &Log) {
     let Ok(st) = rustix::fs::fstat(fd) else {
         return;
     };
@@ -1082,17 +1083,7 @@ fn cut_back(fd: BorrowedFd, size: u64, key: &[u8], log: &Log) {
     if now == size {
         return;
     }
-    // Opened read-only: truncate through /proc's view of it needs a
-    // writable descriptor; reopen by its link.
-    let mut link = *b"/proc/self/fd/0000000000\0";
-    let mut digits = [0u8; 20];
-    let d = decimal(&mut digits, std::os::fd::AsRawFd::as_raw_fd(&fd) as u64);
-    link[14..14 + d.len()].copy_from_slice(d);
-    link[14 + d.len()] = 0;
-    let link = CStr::from_bytes_until_nul(&link).unwrap_or(c"");
-    match rustix::fs::open(link, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
-        .and_then(|w| rustix::fs::ftruncate(&w, size))
-    {
+    match rustix::fs::ftruncate(fd, size) {
         Ok(()) => log.info(format_args!(
             "{which} cut back from {now} to {size} bytes, its size at the checkpoint"
         )),
@@ -1239,10 +1230,6 @@ fn drain(pipe: BorrowedFd, buf: &mut [u8]) -> usize {
             Ok(_) => {}
         }
     }
-}
-
-fn read_flags() -> OFlags {
-    OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY
 }
 
 /// PROGRAM as dmtcp_launch gets it: as given, unless it starts with `-`

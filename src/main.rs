@@ -184,7 +184,8 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
             // Orphans (the coordinator, once it detaches) must be ours
             // before it starts.
             supervise::adopt_orphans(log);
-            let (mut protocol, command) = dmtcp::Dmtcp::plan(config, &path, inherited, log)?;
+            let (mut protocol, command) =
+                dmtcp::Dmtcp::plan(config, &path, &stdio, inherited, log)?;
             start.supervise(command.with_stdio(stdio), &mut protocol)
         }
     }

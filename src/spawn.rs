@@ -63,6 +63,12 @@ impl Stdio {
         ]))
     }
 
+    /// Copies of the `--stdout` and `--stderr` descriptors (for ckptrun's
+    /// own use: their size, cutting them back); `None` where there is none.
+    pub fn outputs(&self) -> [Option<OwnedFd>; 2] {
+        [&self.0[1], &self.0[2]].map(|fd| fd.as_ref()?.try_clone().ok())
+    }
+
     /// For a helper ckptrun runs (a DMTCP tool): standard input and
     /// output on /dev/null, so that nothing it prints lands in the job's
     /// output (or in HTCondor's), standard error onto ckptrun's, for its
