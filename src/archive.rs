@@ -16,7 +16,7 @@
 use core::fmt;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::fs::{FileType, Mode, OFlags, Timestamps};
 use rustix::io::{Errno, Result};
@@ -180,7 +180,7 @@ impl<'a> Writer<'a> {
                 let file = rustix::fs::openat(dir, name, tree::read_flags(), Mode::empty())?;
                 let len = rustix::fs::fstat(&file)?.st_size as u64;
                 self.header(at.as_bytes(), Kind::File, mode, mtime, len, b"")?;
-                copy_into(&file, self.out, len)?;
+                copy(file.as_fd(), None, self.out, len)?;
                 self.offset += len;
                 self.pad(len)
             }
@@ -658,7 +658,7 @@ pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr)
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
                 mode,
             )?;
-            copy_out(archive, member.offset, &out, member.size)?;
+            copy(archive, Some(member.offset), out.as_fd(), member.size)?;
             let when = rustix::fs::Timespec {
                 tv_sec: member.mtime as _,
                 tv_nsec: 0,
@@ -672,37 +672,19 @@ pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr)
     }
 }
 
-/// Copies `len` bytes from `from` (at its position) to the end of `into`.
-fn copy_into(from: &OwnedFd, into: BorrowedFd, len: u64) -> Result<()> {
+/// Copies `len` bytes from `from` (at `offset`, else at its position) to
+/// `into` (at its position), in the kernel where it can.
+fn copy(from: BorrowedFd, mut offset: Option<u64>, into: BorrowedFd, len: u64) -> Result<()> {
     let mut done = 0u64;
     while done < len {
         let chunk = (len - done).min(1 << 30) as usize;
-        match rustix::fs::copy_file_range(from, None, into, None, chunk) {
+        match rustix::fs::copy_file_range(from, offset.as_mut(), into, None, chunk) {
             // It shrank while copied: the archive would be wrong.
             Ok(0) => return Err(Errno::IO),
             Ok(n) => done += n as u64,
             Err(Errno::INTR) => {}
             Err(Errno::XDEV | Errno::NOSYS | Errno::INVAL | Errno::OPNOTSUPP) => {
-                return copy_by_reading(from.as_fd(), None, into, len - done);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Copies `len` bytes of `archive` from `offset` to `out` (at its position).
-fn copy_out(archive: BorrowedFd, offset: u64, out: &OwnedFd, len: u64) -> Result<()> {
-    let mut done = 0u64;
-    let mut at = offset;
-    while done < len {
-        let chunk = (len - done).min(1 << 30) as usize;
-        match rustix::fs::copy_file_range(archive, Some(&mut at), out, None, chunk) {
-            Ok(0) => return Err(Errno::IO),
-            Ok(n) => done += n as u64,
-            Err(Errno::INTR) => {}
-            Err(Errno::XDEV | Errno::NOSYS | Errno::INVAL | Errno::OPNOTSUPP) => {
-                return copy_by_reading(archive, Some(at), out.as_fd(), len - done);
+                return copy_by_reading(from, offset, into, len - done);
             }
             Err(e) => return Err(e),
         }

@@ -7,7 +7,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use rustix::fs::{AtFlags, FileType, RawDir, SeekFrom, Timestamps, UTIME_OMIT};
+use rustix::fs::{AtFlags, FileType, RawDir, Timestamps, UTIME_OMIT};
 use rustix::process::{Resource, Rlimit};
 use rustix::time::Timespec;
 
@@ -74,35 +74,10 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
 /// either, and its checkpoint files, of no use once it has ended.
 /// ckptrun's own stdout and stderr are marked too, wherever they are. The
 /// new modification time is at least a second after the old one: HTCondor
-/// compares whole seconds. Does not allocate. Not inlined: its 4 KiB
-/// buffer is then on the stack only under HTCondor, not in every run.
-#[inline(never)]
+/// compares whole seconds. Does not allocate.
 pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, not_outputs: &[OsString], log: &Log) {
     if let Some(dir) = sandbox {
-        let mut buf = [MaybeUninit::uninit(); 4096];
-        let _ = rustix::fs::seek(dir, SeekFrom::Start(0));
-        let mut entries = RawDir::new(dir, &mut buf);
-        while let Some(Ok(entry)) = entries.next() {
-            let name = entry.file_name();
-            let bytes = name.to_bytes();
-            if bytes.starts_with(b".") || not_outputs.iter().any(|i| i.as_bytes() == bytes) {
-                continue;
-            }
-            let Ok(stat) = crate::tree::stat(dir.as_fd(), name) else {
-                continue;
-            };
-            if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
-                let times = later(stat.st_mtime);
-                if let Err(e) = rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW)
-                {
-                    log.info(format_args!(
-                        "cannot mark {} changed for HTCondor's final transfer: {}",
-                        name.to_string_lossy(),
-                        sys::strerror(e.raw_os_error())
-                    ));
-                }
-            }
-        }
+        mark_sandbox(dir, not_outputs, log);
     }
     let streams = [
         ("stdout", rustix::stdio::stdout()),
@@ -112,16 +87,44 @@ pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, not_outputs: &[OsString],
         let Ok(stat) = rustix::fs::fstat(fd) else {
             continue;
         };
-        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-            continue;
-        }
-        if let Err(e) = rustix::fs::futimens(fd, &later(stat.st_mtime)) {
-            log.info(format_args!(
-                "cannot mark {name} changed for HTCondor's final transfer: {}",
-                sys::strerror(e.raw_os_error())
-            ));
+        if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
+            if let Err(e) = rustix::fs::futimens(fd, &later(stat.st_mtime)) {
+                unmarked(name, e, log);
+            }
         }
     }
+}
+
+/// The sandbox's part of `mark_outputs_changed`. Not inlined: its 4 KiB
+/// buffer is then on the stack only under HTCondor, not in every run.
+#[inline(never)]
+fn mark_sandbox(dir: &OwnedFd, not_outputs: &[OsString], log: &Log) {
+    let mut buf = [MaybeUninit::uninit(); 4096];
+    let mut entries = RawDir::new(dir, &mut buf);
+    while let Some(Ok(entry)) = entries.next() {
+        let name = entry.file_name();
+        let bytes = name.to_bytes();
+        if bytes.starts_with(b".") || not_outputs.iter().any(|i| i.as_bytes() == bytes) {
+            continue;
+        }
+        let Ok(stat) = crate::tree::stat(dir.as_fd(), name) else {
+            continue;
+        };
+        if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
+            let times = later(stat.st_mtime);
+            if let Err(e) = rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW) {
+                unmarked(name.to_string_lossy(), e, log);
+            }
+        }
+    }
+}
+
+/// Logs a file that could not be marked changed.
+fn unmarked(name: impl std::fmt::Display, e: rustix::io::Errno, log: &Log) {
+    log.info(format_args!(
+        "cannot mark {name} changed for HTCondor's final transfer: {}",
+        sys::strerror(e.raw_os_error())
+    ));
 }
 
 /// Now as the modification time, or a second after `mtime` if that is

@@ -249,29 +249,37 @@ fn exit_code(value: &Value<'_>) -> Option<u8> {
     }
 }
 
-/// ShouldTransferFiles: YES or IF_NEEDED transfer, NO does not.
-fn not_no(value: &Value<'_>) -> Option<bool> {
+/// Whether a text value is `word`, in any case; `None` if not a text.
+fn text_is(value: &Value<'_>, word: &[u8]) -> Option<bool> {
     match *value {
-        Value::Text(text) => Some(!text.eq_ignore_ascii_case(b"NO")),
+        Value::Text(text) => Some(text.eq_ignore_ascii_case(word)),
         _ => None,
     }
+}
+
+/// ShouldTransferFiles: YES or IF_NEEDED transfer, NO does not.
+fn not_no(value: &Value<'_>) -> Option<bool> {
+    text_is(value, b"NO").map(|no| !no)
 }
 
 /// WhenToTransferOutput: ON_EXIT_OR_EVICT, or another word (ON_EXIT,
 /// ON_SUCCESS) that uploads nothing on eviction.
 fn on_evict(value: &Value<'_>) -> Option<bool> {
-    match *value {
-        Value::Text(text) => Some(text.eq_ignore_ascii_case(b"ON_EXIT_OR_EVICT")),
-        _ => None,
-    }
+    text_is(value, b"ON_EXIT_OR_EVICT")
 }
 
 const LIST: &str = "a list of files of at most 4096 bytes";
 
+/// A list's entries, as written (separated by commas and/or spaces);
+/// empty ones are kept.
+pub fn entries(list: &[u8]) -> impl Iterator<Item = &[u8]> {
+    list.split(|&b| b == b',' || b.is_ascii_whitespace())
+}
+
 /// The names a list's files have at the top of the sandbox: each entry's
 /// last component (HTCondor puts `sub/x` in the sandbox as `x`).
 pub fn top_names(list: &[u8]) -> impl Iterator<Item = &[u8]> {
-    list.split(|&b| b == b',' || b.is_ascii_whitespace())
+    entries(list)
         .map(|entry| {
             let entry = entry.strip_suffix(b"/").unwrap_or(entry);
             entry.rsplit(|&b| b == b'/').next().unwrap_or(entry)

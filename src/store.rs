@@ -311,6 +311,11 @@ impl Store {
         Ok(())
     }
 
+    /// The slot generation `g` is in (or goes to).
+    fn slot(&self, g: u64) -> u32 {
+        (g % u64::from(self.slots)) as u32
+    }
+
     /// Makes slot `slot` an empty file (no generation). The caller
     /// fsyncs the directory.
     fn empty_slot(&self, slot: u32) -> Result<(), Failed> {
@@ -349,8 +354,7 @@ impl Store {
         struct Shown<'a>(&'a Store, u64);
         impl fmt::Display for Shown<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let slot = self.1 % u64::from(self.0.slots);
-                write!(f, "{}.{slot}", self.0.shown.display())
+                write!(f, "{}.{}", self.0.shown.display(), self.0.slot(self.1))
             }
         }
         Shown(self, g)
@@ -463,7 +467,7 @@ impl Store {
 
     /// Generation `g`'s archive, open for reading, and its description.
     pub fn generation(&self, g: u64) -> Result<(OwnedFd, Meta), Failed> {
-        let name = SlotName::new(&self.base, (g % u64::from(self.slots)) as u32);
+        let name = SlotName::new(&self.base, self.slot(g));
         let file = rustix::fs::openat(&self.parent, name.c(), tree::read_flags(), Mode::empty())
             .map_err(at("open the generation"))?;
         let torn = Failed {
@@ -527,7 +531,7 @@ impl Store {
             .and_then(|()| w.finish())
             .map_err(at("write the archive"))?;
         rustix::fs::fsync(&out).map_err(at("fsync the archive"))?;
-        let slot = SlotName::new(&self.base, (g % u64::from(self.slots)) as u32);
+        let slot = SlotName::new(&self.base, self.slot(g));
         rustix::fs::renameat(scratch, BUILDING, &self.parent, slot.c())
             .map_err(at("rename the archive into its slot"))?;
         rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))
@@ -638,10 +642,10 @@ impl Store {
         let Some(previous) = self.before(bad, log)? else {
             return Ok(None);
         };
-        let slot = SlotName::new(&self.base, (bad % u64::from(self.slots)) as u32);
+        let slot = SlotName::new(&self.base, self.slot(bad));
         rustix::fs::renameat(&self.parent, slot.c(), &self.scratch, FAILED)
             .map_err(at("set the failed generation aside"))?;
-        self.empty_slot((bad % u64::from(self.slots)) as u32)?;
+        self.empty_slot(self.slot(bad))?;
         rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))?;
         log.warn(format_args!(
             "kept generation {bad} as {}/.{}/failed; falling back to generation {previous}",

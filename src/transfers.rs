@@ -156,7 +156,7 @@ impl Display for Advice<'_> {
 /// `file`: names it, or a directory holding it.
 fn lists(list: &[u8], file: &OsStr) -> bool {
     let file = normal(file.as_bytes());
-    list.split(|&b| b == b',' || b.is_ascii_whitespace())
+    crate::jobad::entries(list)
         .map(normal)
         .filter(|entry| !entry.is_empty())
         .any(|entry| {
