@@ -501,37 +501,24 @@ impl<'a> Dmtcp<'a> {
     fn commit(&mut self) -> Result<u64, store::Failed> {
         // `images-dir PATH\ncwd PATH\nstdout-size N\nstderr-size N\n`,
         // on the stack.
-        let mut meta = [0u8; store::META_MAX];
-        let mut len = 0;
-        let mut put = |part: &[u8]| -> Result<(), store::Failed> {
-            let to =
-                meta.get_mut(len..len + part.len())
-                    .ok_or(store::at("describe the generation")(
-                        rustix::io::Errno::NAMETOOLONG,
-                    ))?;
-            to.copy_from_slice(part);
-            len += part.len();
-            Ok(())
-        };
-        put(b"images-dir ")?;
-        put(self.images_at.as_os_str().as_bytes())?;
-        put(b"\ncwd ")?;
-        put(self.cwd.as_os_str().as_bytes())?;
-        put(b"\n")?;
+        let mut meta = store::Description::new();
+        meta.push(b"images-dir ")?;
+        meta.push(self.images_at.as_os_str().as_bytes())?;
+        meta.push(b"\ncwd ")?;
+        meta.push(self.cwd.as_os_str().as_bytes())?;
+        meta.push(b"\n")?;
         for (key, fd) in [&b"stdout-size "[..], b"stderr-size "]
             .iter()
             .zip(&self.outputs)
         {
             if let Some(size) = fd.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
                 let mut digits = [0u8; 20];
-                put(key)?;
-                put(decimal(&mut digits, size.st_size as u64))?;
-                put(b"\n")?;
+                meta.push(key)?;
+                meta.push(decimal(&mut digits, size.st_size as u64))?;
+                meta.push(b"\n")?;
             }
         }
-        let done = self
-            .store
-            .commit_dir(self.images.as_fd(), &meta[..len], self.log);
+        let done = self.store.commit_dir(self.images.as_fd(), &meta, self.log);
         if done.is_ok() {
             tree::empty(self.images.as_fd()).map_err(store::at("empty the images directory"))?;
         }

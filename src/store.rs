@@ -61,6 +61,29 @@ const META: &[u8] = b".ckptrun";
 /// The most a generation's description may hold.
 pub const META_MAX: usize = 8192;
 
+/// A generation's description being written, at most META_MAX bytes, on
+/// the stack.
+pub struct Description(heapless::Vec<u8, META_MAX>);
+
+impl Description {
+    pub fn new() -> Self {
+        Self(heapless::Vec::new())
+    }
+
+    pub fn push(&mut self, part: &[u8]) -> Result<(), Failed> {
+        self.0
+            .extend_from_slice(part)
+            .map_err(|_| at("describe the generation")(Errno::NAMETOOLONG))
+    }
+}
+
+impl std::ops::Deref for Description {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 pub struct Store {
     /// NAME as the user gave it, for messages.
     pub shown: OsString,
@@ -384,14 +407,14 @@ impl Store {
     /// Whether any slot file (of any `--keep`) exists.
     fn any_slot(&self) -> Result<bool, Failed> {
         let mut any = false;
-        self.each_slot(|_, _| any = true)?;
+        self.each_slot(|_| any = true)?;
         Ok(any)
     }
 
     /// Calls `f` with each slot file there is (`NAME.K` for any K up to
     /// MAX_KEEP, so that a store written with a larger `--keep` is read
-    /// whole) and its number.
-    fn each_slot(&self, mut f: impl FnMut(u32, &CStr)) -> Result<(), Failed> {
+    /// whole), by its number.
+    fn each_slot(&self, mut f: impl FnMut(u32)) -> Result<(), Failed> {
         rustix::fs::seek(&self.parent, SeekFrom::Start(0)).map_err(at("read the directory"))?;
         let base = self.base.to_bytes();
         let mut buf = [MaybeUninit::uninit(); 4096];
@@ -414,7 +437,7 @@ impl Store {
                 _ => continue,
             };
             if slot <= MAX_KEEP {
-                f(slot, name);
+                f(slot);
             }
         }
         Ok(())
@@ -424,7 +447,7 @@ impl Store {
     /// its description. A slot that is not whole is logged and skipped.
     fn each_generation(&self, log: &Log, mut f: impl FnMut(u64, &Meta)) -> Result<(), Failed> {
         let mut slots = 0u128;
-        self.each_slot(|slot, _| slots |= 1 << slot)?;
+        self.each_slot(|slot| slots |= 1 << slot)?;
         for slot in (0..=MAX_KEEP).filter(|s| slots & (1 << s) != 0) {
             let name = SlotName::new(&self.base, slot);
             let file =
@@ -510,8 +533,7 @@ impl Store {
             Mode::from_raw_mode(0o644),
         )
         .map_err(at("create the archive"))?;
-        let mut meta = [0u8; META_MAX];
-        let mut len = 0;
+        let mut meta = Description::new();
         let mut digits = [0u8; 20];
         for part in [
             &b"ckptrun store 1\ngeneration "[..],
@@ -519,14 +541,10 @@ impl Store {
             b"\n",
             extra,
         ] {
-            let to = meta
-                .get_mut(len..len + part.len())
-                .ok_or(at("describe the generation")(Errno::NAMETOOLONG))?;
-            to.copy_from_slice(part);
-            len += part.len();
+            meta.push(part)?;
         }
         let mut w = Writer::new(out.as_fd());
-        w.bytes(META, 0o644, &meta[..len])
+        w.bytes(META, 0o644, &meta)
             .and_then(|()| fill(&mut w))
             .and_then(|()| w.finish())
             .map_err(at("write the archive"))?;
