@@ -221,7 +221,6 @@ impl<'a> Writer<'a> {
         size: u64,
         link: &[u8],
     ) -> Result<()> {
-        let mut h = [0u8; BLOCK];
         // A directory's name ends in `/`, as tar writes it.
         let mut name = PathBuf::from(path)?;
         if kind == Kind::Dir {
@@ -244,24 +243,21 @@ impl<'a> Writer<'a> {
             // The pax record holds the path; the header a stand-in.
             None => (&b""[..], &name[name.len().saturating_sub(99)..]),
         };
-        h[..short.len()].copy_from_slice(short);
-        octal(&mut h[100..108], u64::from(mode & 0o7777));
-        octal(&mut h[108..116], 0);
-        octal(&mut h[116..124], 0);
-        octal(&mut h[124..136], if big { 0 } else { size });
-        octal(&mut h[136..148], mtime.max(0) as u64);
-        h[156] = match kind {
+        let flag = match kind {
             Kind::File => b'0',
             Kind::Symlink => b'2',
             Kind::Dir => b'5',
         };
-        let shown_link = &link[..link.len().min(100)];
-        h[157..157 + shown_link.len()].copy_from_slice(shown_link);
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        h[345..345 + prefix.len()].copy_from_slice(prefix);
-        seal(&mut h);
-        self.write(&h)
+        let h = Ustar {
+            name: short,
+            prefix,
+            mode: mode & 0o7777,
+            size: if big { 0 } else { size },
+            mtime: mtime.max(0) as u64,
+            flag,
+            link: &link[..link.len().min(100)],
+        };
+        self.write(&h.block())
     }
 
     /// A pax extended header giving `path` and, where needed, the link
@@ -287,19 +283,16 @@ impl<'a> Writer<'a> {
             }
             len = padding(&mut records, len, target * BLOCK - len)?;
         }
-        let mut h = [0u8; BLOCK];
-        let name = b"././@PaxHeader";
-        h[..name.len()].copy_from_slice(name);
-        octal(&mut h[100..108], 0o644);
-        octal(&mut h[108..116], 0);
-        octal(&mut h[116..124], 0);
-        octal(&mut h[124..136], len as u64);
-        octal(&mut h[136..148], 0);
-        h[156] = b'x';
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        seal(&mut h);
-        self.write(&h)?;
+        let h = Ustar {
+            name: b"././@PaxHeader",
+            prefix: b"",
+            mode: 0o644,
+            size: len as u64,
+            mtime: 0,
+            flag: b'x',
+            link: b"",
+        };
+        self.write(&h.block())?;
         self.write(&records[..len])?;
         self.pad(len as u64)
     }
@@ -307,6 +300,36 @@ impl<'a> Writer<'a> {
     fn pad(&mut self, len: u64) -> Result<()> {
         let rest = (BLOCK - (len % BLOCK as u64) as usize) % BLOCK;
         self.write(&[0; BLOCK][..rest])
+    }
+}
+
+/// A ustar header's fields (owner 0:0), each short enough for its place.
+struct Ustar<'a> {
+    name: &'a [u8],
+    prefix: &'a [u8],
+    mode: u32,
+    size: u64,
+    mtime: u64,
+    flag: u8,
+    link: &'a [u8],
+}
+
+impl Ustar<'_> {
+    fn block(&self) -> [u8; BLOCK] {
+        let mut h = [0u8; BLOCK];
+        h[..self.name.len()].copy_from_slice(self.name);
+        octal(&mut h[100..108], u64::from(self.mode));
+        octal(&mut h[108..116], 0);
+        octal(&mut h[116..124], 0);
+        octal(&mut h[124..136], self.size);
+        octal(&mut h[136..148], self.mtime);
+        h[156] = self.flag;
+        h[157..157 + self.link.len()].copy_from_slice(self.link);
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[345..345 + self.prefix.len()].copy_from_slice(self.prefix);
+        seal(&mut h);
+        h
     }
 }
 
