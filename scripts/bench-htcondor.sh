@@ -33,7 +33,8 @@ bin=$repo/target/x86_64-unknown-linux-musl/release
 
 # What a mode needs: the files beside its submit file, the job's process
 # name, the signal it catches once ready, the arguments for a job that
-# outlasts the benchmark, and the same job's submit file without ckptrun.
+# outlasts the benchmark, and the same job's submit file without ckptrun
+# (its own lines; baseline_tail below ends every one).
 case "$mode" in
 condor)
     cargo build --release --locked --quiet --example condor_job
@@ -47,14 +48,7 @@ condor)
     baseline='universe                = vanilla
 executable              = condor_job
 arguments               = 1000000 50
-should_transfer_files   = YES
-when_to_transfer_output = ON_EXIT_OR_EVICT
-kill_sig                = SIGTSTP
-job_max_vacate_time     = 300
-output                  = job.out
-error                   = job.err
-log                     = job.log
-queue'
+kill_sig                = SIGTSTP'
     ;;
 self)
     cargo build --release --locked --quiet --example self_job
@@ -69,15 +63,8 @@ self)
 executable              = self_job
 arguments               = state 100000000 result
 environment             = "SELF_JOB_STEP_MS=10 SELF_JOB_QUIET=1"
-should_transfer_files   = YES
-when_to_transfer_output = ON_EXIT_OR_EVICT
 kill_sig                = SIGUSR1
-checkpoint_exit_code    = 17
-job_max_vacate_time     = 300
-output                  = job.out
-error                   = job.err
-log                     = job.log
-queue'
+checkpoint_exit_code    = 17'
     ;;
 dmtcp)
     prefix=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
@@ -93,20 +80,21 @@ dmtcp)
     # and started again from the start.
     baseline='universe                = vanilla
 executable              = counter
-arguments               = 100000000 100
-should_transfer_files   = YES
-when_to_transfer_output = ON_EXIT_OR_EVICT
-job_max_vacate_time     = 300
-output                  = job.out
-error                   = job.err
-log                     = job.log
-queue'
+arguments               = 100000000 100'
     ;;
 *)
     echo "bench-htcondor.sh: no mode $mode (condor, self, dmtcp)" >&2
     exit 2
     ;;
 esac
+baseline_tail='should_transfer_files   = YES
+when_to_transfer_output = ON_EXIT_OR_EVICT
+job_max_vacate_time     = 300
+transfer_input_files    = baseline.marker
+output                  = job.out
+error                   = job.err
+log                     = job.log
+queue'
 
 work=$(mktemp -d /tmp/ckptrun-bench-htcondor.XXXXXX)
 chmod 755 "$work"
@@ -150,20 +138,19 @@ ready_pid() {
     done
     return 1
 }
-wait_ready() { # name, old pid: prints the new pid
-    local t=0
-    until ready_pid "$1" "$2" "$1.marker"; do
+# Polls every 5 ms, at most 60 s: until_ WHAT COMMAND...
+until_() {
+    local what=$1 t=0; shift
+    until "$@"; do
         sleep 0.005
-        t=$((t + 1)); [ $t -lt 12000 ] || { echo "no $1 job running" >&2; exit 1; }
+        t=$((t + 1)); [ $t -lt 12000 ] || { echo "bench-htcondor.sh: $what" >&2; exit 1; }
     done
 }
-wait_event() { # dir, code, count
-    local t=0
-    until [ "$(events "$1" "$2")" -ge "$3" ]; do
-        sleep 0.005
-        t=$((t + 1)); [ $t -lt 12000 ] || { echo "no event $2 #$3 in $1/job.log" >&2; exit 1; }
-    done
-}
+has_events() { [ "$(events "$1" "$2")" -ge "$3" ]; }
+# NAME OLD_PID: prints the new pid.
+wait_ready() { until_ "no $1 job running" ready_pid "$1" "$2" "$1.marker"; }
+# DIR CODE COUNT
+wait_event() { until_ "no event $2 #$3 in $1/job.log" has_events "$@"; }
 
 # Each submit directory gets a marker file that travels to its sandboxes,
 # so that the two jobs' processes are told apart.
@@ -175,7 +162,7 @@ done
 [ -n "${tree:-}" ] && cp -a "$tree" "$work/ckptrun/dmtcp"
 cp "examples/htcondor/$mode.sub" "$work/ckptrun/job.sub"
 sed -i 's/^transfer_input_files *= */&ckptrun.marker, /' "$work/ckptrun/job.sub"
-printf '%s\n' "$baseline" | sed 's/^queue/transfer_input_files    = baseline.marker\nqueue/' > "$work/baseline/job.sub"
+printf '%s\n%s\n' "$baseline" "$baseline_tail" > "$work/baseline/job.sub"
 chown -R "$CONDOR_USER": "$work/ckptrun" "$work/baseline"
 declare -A pid id
 id[ckptrun]=$(as_user "$work/ckptrun" condor_submit -terse -append "arguments = $args" job.sub | cut -d' ' -f1)
