@@ -23,6 +23,8 @@ command -v strace >/dev/null || packages+=(strace)
 # store's archives independently of ckptrun.
 [ -x /usr/bin/python3 ] || packages+=(python3)
 command -v tar >/dev/null || packages+=(tar)
+# xxhsum: the tests check the store's manifests with it, as a user would.
+command -v xxhsum >/dev/null || packages+=(xxhash)
 if [ "${1:-}" = "--bench" ]; then
     command -v hyperfine >/dev/null || packages+=(hyperfine)
     command -v tini >/dev/null || packages+=(tini)

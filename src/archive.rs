@@ -21,6 +21,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use rustix::fs::{FileType, Mode, OFlags, Timestamps};
 use rustix::io::{Errno, Result};
 
+use crate::manifest;
 use crate::tree;
 
 const BLOCK: usize = 512;
@@ -132,16 +133,29 @@ pub struct Member {
     pub link: PathBuf,
 }
 
-/// Writes an archive, front to back, into a file opened for writing.
+/// Writes an archive, front to back, into a file opened for writing,
+/// and its manifest (see `manifest`) into `sums`, an empty file opened
+/// for reading and writing, which `finish` adds as the last member.
 pub struct Writer<'a> {
     out: BorrowedFd<'a>,
+    sums: BorrowedFd<'a>,
     /// Bytes written so far.
     offset: u64,
 }
 
 impl<'a> Writer<'a> {
-    pub fn new(out: BorrowedFd<'a>) -> Self {
-        Self { out, offset: 0 }
+    pub fn new(out: BorrowedFd<'a>, sums: BorrowedFd<'a>) -> Self {
+        Self {
+            out,
+            sums,
+            offset: 0,
+        }
+    }
+
+    /// The member's line in the manifest.
+    fn sum(&self, kind: Kind, path: &[u8], link: &[u8], hash: u64) -> Result<()> {
+        let line = manifest::Line::new(kind, path, link, hash)?;
+        crate::sys::write_all(self.sums, line.bytes())
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
@@ -155,6 +169,9 @@ impl<'a> Writer<'a> {
         let now = crate::sys::realtime().0;
         self.header(path, Kind::File, mode, now, data.len() as u64, b"")?;
         self.write(data)?;
+        let mut hash = manifest::Hash::new();
+        hash.update(data);
+        self.sum(Kind::File, path, b"", hash.digest())?;
         self.pad(data.len() as u64)
     }
 
@@ -180,20 +197,23 @@ impl<'a> Writer<'a> {
                 let file = rustix::fs::openat(dir, name, tree::read_flags(), Mode::empty())?;
                 let len = rustix::fs::fstat(&file)?.st_size as u64;
                 self.header(at.as_bytes(), Kind::File, mode, mtime, len, b"")?;
-                copy(file.as_fd(), None, self.out, len)?;
+                let hash = copy_hashed(file.as_fd(), self.out, len)?;
                 self.offset += len;
+                self.sum(Kind::File, at.as_bytes(), b"", hash)?;
                 self.pad(len)
             }
             FileType::Symlink => {
                 let mut buf = [MaybeUninit::uninit(); PATH_MAX + 1];
                 let (target, _) = rustix::fs::readlinkat_raw(dir, name, &mut buf)?;
-                self.header(at.as_bytes(), Kind::Symlink, mode, mtime, 0, target)
+                self.header(at.as_bytes(), Kind::Symlink, mode, mtime, 0, target)?;
+                self.sum(Kind::Symlink, at.as_bytes(), target, 0)
             }
             FileType::Directory => {
                 if depth >= tree::MAX_DEPTH {
                     return Err(Errno::LOOP);
                 }
                 self.header(at.as_bytes(), Kind::Dir, mode, mtime, 0, b"")?;
+                self.sum(Kind::Dir, at.as_bytes(), b"", 0)?;
                 tree::each_entry(dir, name, depth, |d, child| {
                     let back = at.join(child.to_bytes())?;
                     let done = self.tree_at(d, child, at, depth + 1);
@@ -207,8 +227,15 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// The end-of-archive marker: two zero blocks.
+    /// The manifest, as the last member, then the end-of-archive
+    /// marker: two zero blocks.
     pub fn finish(mut self) -> Result<()> {
+        let len = rustix::fs::fstat(self.sums)?.st_size as u64;
+        let now = crate::sys::realtime().0;
+        self.header(manifest::NAME, Kind::File, 0o644, now, len, b"")?;
+        copy(self.sums, Some(0), self.out, len)?;
+        self.offset += len;
+        self.pad(len)?;
         self.write(&[0; 2 * BLOCK])
     }
 
@@ -695,6 +722,29 @@ pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr)
     }
 }
 
+/// Copies `len` bytes from `from` to `into` (each at its position)
+/// through a buffer, hashing them: the hash is of the bytes written.
+fn copy_hashed(from: BorrowedFd, into: BorrowedFd, len: u64) -> Result<u64> {
+    let mut hash = manifest::Hash::new();
+    let mut buf = [0u8; manifest::CHUNK];
+    let mut done = 0u64;
+    while done < len {
+        let want = (len - done).min(buf.len() as u64) as usize;
+        match rustix::io::read(from, &mut buf[..want]) {
+            // It shrank while copied: the archive would be wrong.
+            Ok(0) => return Err(Errno::IO),
+            Ok(n) => {
+                hash.update(&buf[..n]);
+                crate::sys::write_all(into, &buf[..n])?;
+                done += n as u64;
+            }
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hash.digest())
+}
+
 /// Copies `len` bytes from `from` (at `offset`, else at its position) to
 /// `into` (at its position), in the kernel where it can.
 fn copy(from: BorrowedFd, mut offset: Option<u64>, into: BorrowedFd, len: u64) -> Result<()> {
@@ -766,7 +816,14 @@ mod tests {
 
     fn write(archive: &Path, f: impl FnOnce(&mut Writer) -> Result<()>) {
         let out = std::fs::File::create(archive).unwrap();
-        let mut w = Writer::new(out.as_fd());
+        let sums = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(archive.with_extension("sums"))
+            .unwrap();
+        let mut w = Writer::new(out.as_fd(), sums.as_fd());
         f(&mut w).unwrap();
         w.finish().unwrap();
     }
@@ -798,6 +855,11 @@ mod tests {
         });
         let found = members(&archive);
         assert_eq!(found[0], (".ckptrun".into(), Kind::File, 13));
+        let file = std::fs::File::open(&archive).unwrap();
+        assert!(matches!(
+            crate::manifest::verify(file.as_fd()),
+            Ok(crate::manifest::Verdict::Intact)
+        ));
         let file = std::fs::File::open(&archive).unwrap();
         each_member(file.as_fd(), |m| {
             assert!(

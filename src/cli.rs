@@ -91,6 +91,9 @@ Options for --mode self and --mode dmtcp:
       --store NAME        committed checkpoints, one file per generation:
                           NAME.0 .. NAME.N [default: ckptrun.store]
       --keep N            older generations kept [default: 1]
+      --fresh-if-damaged  if no generation is intact (each is verified
+                          before a restart), set them aside and start the
+                          job afresh instead of refusing (exit 125)
 
 Options for --mode dmtcp:
       --dmtcp-dir DIR     where dmtcp_launch, dmtcp_coordinator, dmtcp_command
@@ -244,6 +247,8 @@ pub struct Config {
     // --mode self
     pub store: OsString,
     pub keep: u32,
+    /// When no generation is intact.
+    pub on_damage: crate::store::OnDamage,
     pub job_ckpt_exit: Option<u8>,
     pub job_ckpt_signal: Option<Sig>,
     pub ckpt_signal: Option<Sig>,
@@ -294,6 +299,7 @@ impl Default for Config {
             sandbox_inputs: Vec::new(),
             store: "ckptrun.store".into(),
             keep: 1,
+            on_damage: crate::store::OnDamage::Refuse,
             job_ckpt_exit: None,
             job_ckpt_signal: None,
             ckpt_signal: None,
@@ -415,7 +421,7 @@ const ALL: u8 = C | S | I | D;
 /// `CKPTRUN_` + the long name in capitals with `_` for `-` (see
 /// `env_name`). Repeatable options collect every value; for the others
 /// the last wins.
-const OPTIONS: [(&str, Option<char>, bool, u8); 34] = [
+const OPTIONS: [(&str, Option<char>, bool, u8); 35] = [
     ("mode", None, true, ALL),
     ("ckpt", Some('c'), true, C | S),
     ("ckpt-exit-code", None, true, C | S | D),
@@ -430,6 +436,7 @@ const OPTIONS: [(&str, Option<char>, bool, u8); 34] = [
     ("interval-continue", None, false, C | D),
     ("store", None, true, S | D),
     ("keep", None, true, S | D),
+    ("fresh-if-damaged", None, false, S | D),
     ("job-ckpt-exit", None, true, S),
     ("job-ckpt-signal", None, true, S),
     ("ckpt-signal", None, true, S),
@@ -699,6 +706,7 @@ fn set(
                     )
                 })?;
         }
+        "fresh-if-damaged" => config.on_damage = crate::store::OnDamage::StartAfresh,
         "job-ckpt-exit" => {
             let text = text()?;
             let code = text.parse::<u8>().ok().filter(|&c| c != 0);

@@ -47,7 +47,7 @@ use crate::log::Log;
 use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::signals::{Inherited, Name};
 use crate::spawn;
-use crate::store::{self, Store};
+use crate::store::{self, Holder, Store};
 use crate::supervise;
 use crate::sys::{self, Pid, Sig};
 use crate::tree;
@@ -223,7 +223,14 @@ impl<'a> Dmtcp<'a> {
             ));
         }
         let children = Children::before_start(crate::procfs::is_ours());
-        let (store, newest) = Store::open(&config.store, &[], config.keep, log)?;
+        let (store, newest) = Store::open(
+            &config.store,
+            &[],
+            config.keep,
+            Holder::Dmtcp,
+            config.on_damage,
+            log,
+        )?;
         let cwd = std::env::current_dir().map_err(|e| Error::usage("the working directory", e))?;
         let scratch_at = absolute(&store.scratch_path(), &cwd);
         let outputs = stdio.outputs();

@@ -31,6 +31,7 @@ mod init;
 mod internal_error;
 mod jobad;
 mod log;
+mod manifest;
 mod personality;
 mod procfs;
 mod program;

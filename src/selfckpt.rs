@@ -21,7 +21,7 @@ use crate::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::log::Log;
 use crate::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
 use crate::signals::Name;
-use crate::store::{Store, Take};
+use crate::store::{Holder, Store, Take};
 use crate::sys::Sig;
 use crate::tree::Fingerprint;
 
@@ -84,7 +84,14 @@ impl SelfCkpt {
     /// protocol and the arguments to append to the job's own (the
     /// `--restart-arg`s, when it restarts from a checkpoint).
     pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
-        let (store, restored) = Store::open(&config.store, &config.ckpt, config.keep, log)?;
+        let (store, restored) = Store::open(
+            &config.store,
+            &config.ckpt,
+            config.keep,
+            Holder::SelfCkpt,
+            config.on_damage,
+            log,
+        )?;
         // Generation 0 is the starting state, not a checkpoint.
         let restored = restored.filter(|&g| g >= 1);
         let extra = match restored {
@@ -372,12 +379,9 @@ impl Protocol for SelfCkpt {
         log.warn(format_args!(
             "restart from generation {g} failed within --restart-grace ({ended}); falling back once"
         ));
-        match self.store.before(g, log) {
-            Ok(Some(previous)) if previous >= 1 => {}
-            _ => {
-                log.warn(format_args!("no older checkpoint to fall back to"));
-                return false;
-            }
+        if !self.store.can_fall_back(g, log) {
+            log.warn(format_args!("no older intact checkpoint to fall back to"));
+            return false;
         }
         match self.store.fall_back(g, log) {
             Ok(Some(previous)) => {

@@ -30,19 +30,21 @@
 //! buffers and does not allocate.
 
 use core::fmt;
+use std::cell::Cell;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::fs::{CWD, FileType, Mode, OFlags, RawDir, RenameFlags, SeekFrom};
+use rustix::fs::{CWD, FileType, Mode, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 
 use crate::archive::{self, Bad, Writer, decimal};
 use crate::ckptfile::dir_of;
 use crate::error::Error;
 use crate::log::Log;
+use crate::manifest;
 use crate::tree::{self, Fingerprint};
 
 /// The most `--ckpt` paths one job may have.
@@ -53,6 +55,8 @@ pub const MAX_KEEP: u32 = 64;
 /// In the scratch directory: an archive being written, a generation a
 /// restart failed from, and whatever a protocol extracts to restart.
 const BUILDING: &CStr = c"building";
+/// In the scratch directory: the manifest of the archive being written.
+const SUMS: &CStr = c"sums";
 const FAILED: &CStr = c"failed";
 pub const RESTORE: &CStr = c"restore";
 
@@ -95,6 +99,11 @@ pub struct Store {
     scratch: OwnedFd,
     /// Slots in use: keep + 1.
     slots: u32,
+    /// Whose generations it holds.
+    holder: Holder,
+    /// Slots found damaged at this start, by number: the next commits
+    /// replace them first.
+    damaged: Cell<u128>,
     pub ckpts: Vec<Ckpt>,
 }
 
@@ -228,10 +237,131 @@ fn read_meta(file: BorrowedFd) -> Result<Option<Meta>, Bad> {
     Ok(Some(meta))
 }
 
+/// Which mode's job a store holds; each generation says so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holder {
+    SelfCkpt,
+    Dmtcp,
+}
+
+impl Holder {
+    fn name(self) -> &'static str {
+        match self {
+            Holder::SelfCkpt => "self",
+            Holder::Dmtcp => "dmtcp",
+        }
+    }
+
+    /// The mode a generation's description names; a store 1 generation
+    /// (an older ckptrun's) names none, and is dmtcp's if it has images.
+    fn of(meta: &Meta) -> Option<Self> {
+        match meta.get(b"mode") {
+            Some(b"self") => Some(Holder::SelfCkpt),
+            Some(b"dmtcp") => Some(Holder::Dmtcp),
+            Some(_) => None,
+            None if meta.get(b"images-dir").is_some() => Some(Holder::Dmtcp),
+            None => Some(Holder::SelfCkpt),
+        }
+    }
+}
+
+/// What a start does when no generation in the store is intact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDamage {
+    /// Refuse to start (exit 125): the user decides.
+    Refuse,
+    /// Keep the damaged generations aside and start as a first start
+    /// (`--fresh-if-damaged`).
+    StartAfresh,
+}
+
+/// What one slot file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    Absent,
+    Empty,
+    /// Cut off, or not an archive ckptrun wrote.
+    Bad,
+    Generation(u64),
+}
+
+/// Every slot a store may have (any `--keep`), by number.
+struct Slots([SlotState; MAX_KEEP as usize + 1]);
+
+impl Slots {
+    fn generations(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        (0u32..).zip(&self.0).filter_map(|(slot, s)| match s {
+            SlotState::Generation(g) => Some((*g, slot)),
+            _ => None,
+        })
+    }
+
+    fn newest(&self) -> Option<u64> {
+        self.generations().map(|(g, _)| g).max()
+    }
+
+    fn find(&self, g: u64) -> Option<u32> {
+        self.generations().find(|&(n, _)| n == g).map(|(_, s)| s)
+    }
+
+    /// The newest generation older than `g` (any, with `None`).
+    fn below(&self, g: Option<u64>) -> Option<(u64, u32)> {
+        self.generations()
+            .filter(|&(n, _)| g.is_none_or(|g| n < g))
+            .max_by_key(|&(n, _)| n)
+    }
+}
+
+/// Why a generation cannot be restored.
+// Large, on the stack on purpose: it may be made after the job started,
+// when nothing allocates.
+#[allow(clippy::large_enum_variant)]
+enum Damage {
+    Archive(Bad),
+    NoManifest,
+    Member(archive::PathBuf),
+    Missing,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Damage::Archive(bad) => write!(f, "{bad}"),
+            Damage::NoManifest => f.write_str("its manifest is missing"),
+            Damage::Member(path) => write!(f, "member {path} does not match its checksum"),
+            Damage::Missing => f.write_str("members its manifest lists are missing"),
+        }
+    }
+}
+
+/// What verifying a generation found.
+// Large, on the stack on purpose: it may be made after the job started,
+// when nothing allocates.
+#[allow(clippy::large_enum_variant)]
+enum Check {
+    Intact,
+    /// Written by an older ckptrun (store 1), without checksums.
+    Unverified,
+    Damaged(Damage),
+}
+
+/// Verifies the generation in `file`, described by `meta`.
+fn check(file: BorrowedFd, meta: &Meta) -> Check {
+    let old = meta.get(b"ckptrun store") == Some(b"1");
+    match manifest::verify(file) {
+        Ok(manifest::Verdict::Intact) => Check::Intact,
+        Ok(manifest::Verdict::NoManifest) if old => Check::Unverified,
+        Ok(manifest::Verdict::NoManifest) => Check::Damaged(Damage::NoManifest),
+        Ok(manifest::Verdict::Damaged(Some(path))) => Check::Damaged(Damage::Member(path)),
+        Ok(manifest::Verdict::Damaged(None)) => Check::Damaged(Damage::Missing),
+        Err(bad) => Check::Damaged(Damage::Archive(bad)),
+    }
+}
+
 impl Store {
     /// Opens (or, on a first start, creates) the store, locks it, cleans
     /// up what an interruption left, and makes the working paths a private
-    /// copy of the newest generation. Returns the store and the
+    /// copy of the newest intact generation. Returns the store and the
     /// generation the working paths now hold a copy of (none on a first
     /// start, which made generation 0 of the paths as they are, or with
     /// no generation, when any working path was set aside). Runs before
@@ -240,8 +370,44 @@ impl Store {
         name: &OsStr,
         paths: &[OsString],
         keep: u32,
+        holder: Holder,
+        on_damage: OnDamage,
         log: &Log,
     ) -> Result<(Self, Option<u64>), Error> {
+        let store = Self::lock(name, paths, keep, holder)?;
+        store.clean_scratch(log).map_err(|f| store.error(f))?;
+        if !store.any_slot().map_err(|f| store.error(f))? {
+            store.warn_other_stores(log);
+            store.create(log).map_err(|f| store.error(f))?;
+            return Ok((store, None));
+        }
+        store.fill_slots().map_err(|f| store.error(f))?;
+        store.check_holder()?;
+        let newest = store.newest_intact(None, log).map_err(|f| store.error(f))?;
+        let chosen = match newest {
+            Some((g, file)) => {
+                store
+                    .restore_from(g, file.as_fd(), log)
+                    .map_err(|f| store.error(f))?;
+                Some(g)
+            }
+            None if store.damaged.get() == 0 => {
+                for c in &store.ckpts {
+                    c.set_aside(log).map_err(|f| store.error(f))?;
+                }
+                None
+            }
+            None => {
+                store.none_intact(on_damage, log)?;
+                None
+            }
+        };
+        Ok((store, chosen))
+    }
+
+    /// Checks the options, opens the store's directory and scratch, and
+    /// takes its lock.
+    fn lock(name: &OsStr, paths: &[OsString], keep: u32, holder: Holder) -> Result<Self, Error> {
         let shown = name.to_os_string();
         let ckpts = paths.iter().map(Ckpt::new).collect::<Result<Vec<_>, _>>()?;
         for (i, c) in ckpts.iter().enumerate() {
@@ -294,39 +460,160 @@ impl Store {
             Errno::WOULDBLOCK => Error::usage(name.display(), "is in use by another ckptrun"),
             e => Error::os(name.display(), e),
         })?;
-        let store = Self {
+        Ok(Self {
             shown,
             parent,
             base,
             scratch,
             slots: keep + 1,
+            holder,
+            damaged: Cell::new(0),
             ckpts,
-        };
-        store.clean_scratch(log).map_err(|f| store.error(f))?;
-        if !store.any_slot().map_err(|f| store.error(f))? {
-            store.create(log).map_err(|f| store.error(f))?;
-            return Ok((store, None));
-        }
-        let newest = store.newest(log).map_err(|f| store.error(f))?;
-        match newest {
-            Some(g) => store.restore(g, log).map_err(|f| store.error(f))?,
-            None => {
-                for c in &store.ckpts {
-                    c.set_aside(log).map_err(|f| store.error(f))?;
+        })
+    }
+
+    /// The newest generation (older than `below`, if given) that is
+    /// intact, verified in full, and its archive open for reading. Each
+    /// damaged one on the way is said on stderr and marked damaged.
+    fn newest_intact(
+        &self,
+        below: Option<u64>,
+        log: &Log,
+    ) -> Result<Option<(u64, OwnedFd)>, Failed> {
+        let slots = self.scan(Some(log))?;
+        let mut bad = (0u32..)
+            .zip(&slots.0)
+            .filter(|(_, s)| **s == SlotState::Bad)
+            .fold(0u128, |m, (slot, _)| m | 1 << slot);
+        let mut newer = below;
+        let mut skipped = false;
+        while let Some((g, slot)) = slots.below(newer) {
+            newer = Some(g);
+            let name = SlotName::new(&self.base, slot);
+            let (file, meta) = self.open_slot(slot)?;
+            match check(file.as_fd(), &meta) {
+                Check::Intact => {}
+                Check::Unverified => log.warn(format_args!(
+                    "{}: generation {g} was written by an older ckptrun, without checksums: restored unverified",
+                    self.at(&name)
+                )),
+                Check::Damaged(why) => {
+                    log.warn(format_args!(
+                        "{}: generation {g} is damaged ({why}); it is not restored",
+                        self.at(&name)
+                    ));
+                    bad |= 1 << slot;
+                    skipped = true;
+                    continue;
                 }
             }
+            if skipped {
+                log.warn(format_args!(
+                    "restarting from generation {g} ({}): the job's work after it is lost",
+                    self.at(&name)
+                ));
+            }
+            self.damaged.set(self.damaged.get() | bad);
+            return Ok(Some((g, file)));
         }
-        Ok((store, newest))
+        self.damaged.set(self.damaged.get() | bad);
+        Ok(None)
+    }
+
+    /// No generation is intact: refuse, or set the damaged ones aside in
+    /// the scratch directory and start as a first start.
+    fn none_intact(&self, on_damage: OnDamage, log: &Log) -> Result<(), Error> {
+        let scratch = self.scratch_path();
+        if on_damage == OnDamage::Refuse {
+            return Err(Error::usage(
+                self.shown.display(),
+                format_args!(
+                    "no intact generation to restart from: the job's checkpoints are damaged; \
+                     to start it afresh, run with --fresh-if-damaged (or remove {}.*)",
+                    self.shown.display()
+                ),
+            ));
+        }
+        let damaged = self.damaged.get();
+        for slot in (0..=MAX_KEEP).filter(|s| damaged & (1 << s) != 0) {
+            let name = SlotName::new(&self.base, slot);
+            let mut aside = *b"damaged.00\0";
+            aside[8] = b'0' + (slot / 10) as u8;
+            aside[9] = b'0' + (slot % 10) as u8;
+            let aside = CStr::from_bytes_with_nul(&aside).unwrap_or(c"damaged");
+            rustix::fs::renameat(&self.parent, name.c(), &self.scratch, aside)
+                .map_err(|e| self.error(at("set a damaged generation aside")(e)))?;
+        }
+        self.damaged.set(0);
+        for c in &self.ckpts {
+            c.set_aside(log).map_err(|f| self.error(f))?;
+        }
+        log.warn(format_args!(
+            "{}: starting afresh (--fresh-if-damaged); the damaged generations are kept in {}",
+            self.shown.display(),
+            scratch.display()
+        ));
+        self.create(log).map_err(|f| self.error(f))
+    }
+
+    /// A store whose newest generation is another mode's is refused.
+    fn check_holder(&self) -> Result<(), Error> {
+        let slots = self.scan(None).map_err(|f| self.error(f))?;
+        let Some(slot) = slots.newest().and_then(|g| slots.find(g)) else {
+            return Ok(());
+        };
+        let Ok((_, meta)) = self.open_slot(slot) else {
+            return Ok(());
+        };
+        match Holder::of(&meta) {
+            Some(h) if h == self.holder => Ok(()),
+            h => Err(Error::usage(
+                self.shown.display(),
+                format_args!(
+                    "{} holds a checkpoint of --mode {}, not --mode {}: run with that mode, \
+                     or give another --store",
+                    self.at(&SlotName::new(&self.base, slot)),
+                    h.map_or("(unknown)", Holder::name),
+                    self.holder.name()
+                ),
+            )),
+        }
+    }
+
+    /// At a first start: another store beside this one is likely this
+    /// job's under an older --store; say that it is ignored.
+    fn warn_other_stores(&self, log: &Log) {
+        let mut said = false;
+        let _ = tree::each_entry(self.parent.as_fd(), c".", 0, |dir, name| {
+            let other = match name.to_bytes().strip_prefix(b".") {
+                Some(o) if !said && !o.is_empty() && o != self.base.to_bytes() => o,
+                _ => return Ok(()),
+            };
+            let mut first = heapless::Vec::<u8, 260>::new();
+            let _ = first.extend_from_slice(other);
+            if first.extend_from_slice(b".0\0").is_err() {
+                return Ok(());
+            }
+            let is_store =
+                CStr::from_bytes_with_nul(&first).is_ok_and(|first| tree::stat(dir, first).is_ok());
+            if is_store {
+                said = true;
+                let other = String::from_utf8_lossy(other);
+                log.warn(format_args!(
+                    "{}: a new store; the store {other} beside it ({other}.0 ..) is ignored: \
+                     give --store {other} to restart from it",
+                    self.shown.display()
+                ));
+            }
+            Ok(())
+        });
     }
 
     /// The first start: generation 0, the working paths as they are, and
     /// every other slot empty.
     fn create(&self, log: &Log) -> Result<(), Failed> {
         self.write(0, b"", |w| self.pack_ckpts(w))?;
-        for slot in 1..self.slots {
-            self.empty_slot(slot)?;
-        }
-        rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))?;
+        self.fill_slots()?;
         log.info(format_args!(
             "created {}: generation 0 is the job's starting state",
             self.slots_shown()
@@ -334,9 +621,41 @@ impl Store {
         Ok(())
     }
 
-    /// The slot generation `g` is in (or goes to).
-    fn slot(&self, g: u64) -> u32 {
-        (g % u64::from(self.slots)) as u32
+    /// Creates every slot of this `--keep` that is missing, empty, so
+    /// that a submit file may list them all.
+    fn fill_slots(&self) -> Result<(), Failed> {
+        let slots = self.scan(None)?;
+        let mut made = false;
+        for slot in 0..self.slots {
+            if slots.0[slot as usize] == SlotState::Absent {
+                self.empty_slot(slot)?;
+                made = true;
+            }
+        }
+        if made {
+            rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))?;
+        }
+        Ok(())
+    }
+
+    /// The slot the next generation goes to, among this `--keep`'s: an
+    /// empty one, else one that holds no intact generation, else the
+    /// oldest. Never the newest intact generation's, unless `--keep 0`.
+    fn next_slot(&self, slots: &Slots) -> u32 {
+        let damaged = self.damaged.get();
+        let ours = || 0..self.slots;
+        ours()
+            .find(|&s| matches!(slots.0[s as usize], SlotState::Absent | SlotState::Empty))
+            .or_else(|| {
+                ours().find(|&s| slots.0[s as usize] == SlotState::Bad || damaged & (1 << s) != 0)
+            })
+            .or_else(|| {
+                ours().min_by_key(|&s| match slots.0[s as usize] {
+                    SlotState::Generation(g) => g,
+                    _ => 0,
+                })
+            })
+            .unwrap_or(0)
     }
 
     /// Makes slot `slot` an empty file (no generation). The caller
@@ -357,6 +676,21 @@ impl Store {
         Error::usage(self.shown.display(), f)
     }
 
+    /// A slot file's path, for messages.
+    fn at<'a>(&'a self, name: &'a SlotName) -> impl fmt::Display + 'a {
+        struct Shown<'a>(&'a Store, &'a SlotName);
+        impl fmt::Display for Shown<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let dir = dir_of(Path::new(&self.0.shown));
+                if dir.as_os_str() != "." && !dir.as_os_str().is_empty() {
+                    write!(f, "{}/", dir.display())?;
+                }
+                write!(f, "{}", self.1)
+            }
+        }
+        Shown(self, name)
+    }
+
     /// `NAME.0 .. NAME.K`, for messages.
     pub fn slots_shown(&self) -> impl fmt::Display + '_ {
         struct Shown<'a>(&'a Store);
@@ -372,26 +706,29 @@ impl Store {
         Shown(self)
     }
 
-    /// The slot file generation `g` is in (or goes to).
+    /// The slot file generation `g` is in, for messages.
     pub fn slot_of(&self, g: u64) -> impl fmt::Display + '_ {
-        struct Shown<'a>(&'a Store, u64);
+        struct Shown<'a>(&'a Store, Option<u32>);
         impl fmt::Display for Shown<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}.{}", self.0.shown.display(), self.0.slot(self.1))
+                match self.1 {
+                    Some(slot) => write!(f, "{}.{slot}", self.0.shown.display()),
+                    None => write!(f, "{}", self.0.shown.display()),
+                }
             }
         }
-        Shown(self, g)
+        let slot = self.scan(None).ok().and_then(|s| s.find(g));
+        Shown(self, slot)
     }
 
     /// Removes what an interrupted commit or restart left.
     fn clean_scratch(&self, log: &Log) -> Result<(), Failed> {
-        for name in [BUILDING, RESTORE] {
+        for name in [BUILDING, SUMS, RESTORE] {
             if tree::stat(self.scratch.as_fd(), name).is_ok() {
                 tree::remove(self.scratch.as_fd(), name).map_err(at("remove scratch"))?;
                 log.info(format_args!(
-                    "removed {}/.{}/{}: left by an interrupted run",
-                    dir_of(Path::new(&self.shown)).display(),
-                    self.base.to_string_lossy(),
+                    "removed {}/{}: left by an interrupted run",
+                    self.scratch_shown(),
                     name.to_string_lossy()
                 ));
             }
@@ -443,12 +780,13 @@ impl Store {
         Ok(())
     }
 
-    /// Calls `f` with each whole generation in the slots: its number and
-    /// its description. A slot that is not whole is logged and skipped.
-    fn each_generation(&self, log: &Log, mut f: impl FnMut(u64, &Meta)) -> Result<(), Failed> {
-        let mut slots = 0u128;
-        self.each_slot(|slot| slots |= 1 << slot)?;
-        for slot in (0..=MAX_KEEP).filter(|s| slots & (1 << s) != 0) {
+    /// What each slot holds. A slot that is not whole is marked bad, and
+    /// said in the log when one is given.
+    fn scan(&self, log: Option<&Log>) -> Result<Slots, Failed> {
+        let mut slots = Slots([SlotState::Absent; MAX_KEEP as usize + 1]);
+        let mut found = 0u128;
+        self.each_slot(|slot| found |= 1 << slot)?;
+        for slot in (0..=MAX_KEEP).filter(|s| found & (1 << s) != 0) {
             let name = SlotName::new(&self.base, slot);
             let file =
                 match rustix::fs::openat(&self.parent, name.c(), tree::read_flags(), Mode::empty())
@@ -457,56 +795,60 @@ impl Store {
                     Err(Errno::NOENT) => continue,
                     Err(e) => return Err(at("open a slot")(e)),
                 };
-            match read_meta(file.as_fd()) {
-                Ok(Some(meta)) => f(meta.generation().unwrap_or(0), &meta),
-                Ok(None) => {}
-                Err(Bad::Io(e)) => return Err(at("read a slot")(e)),
-                Err(bad) => log.warn(format_args!(
-                    "{}/{name}: {bad}; ignored",
-                    dir_of(Path::new(&self.shown)).display()
-                )),
-            }
+            slots.0[slot as usize] = match read_meta(file.as_fd()) {
+                Ok(Some(meta)) => SlotState::Generation(meta.generation().unwrap_or(0)),
+                Ok(None) => SlotState::Empty,
+                Err(bad) => {
+                    if let Some(log) = log {
+                        log.warn(format_args!("{}: {bad}; ignored", self.at(&name)));
+                    }
+                    SlotState::Bad
+                }
+            };
         }
-        Ok(())
+        Ok(slots)
     }
 
-    /// The newest whole generation.
-    pub fn newest(&self, log: &Log) -> Result<Option<u64>, Failed> {
-        let mut newest = None;
-        self.each_generation(log, |g, _| newest = newest.max(Some(g)))?;
-        Ok(newest)
-    }
-
-    /// The newest whole generation older than `g`.
-    pub fn before(&self, g: u64, log: &Log) -> Result<Option<u64>, Failed> {
-        let mut found = None;
-        self.each_generation(log, |n, _| {
-            if n < g {
-                found = found.max(Some(n));
-            }
-        })?;
-        Ok(found)
+    /// Slot `slot`'s archive, open for reading, and its description.
+    fn open_slot(&self, slot: u32) -> Result<(OwnedFd, Meta), Failed> {
+        let name = SlotName::new(&self.base, slot);
+        let file = rustix::fs::openat(&self.parent, name.c(), tree::read_flags(), Mode::empty())
+            .map_err(at("open the generation"))?;
+        match read_meta(file.as_fd()) {
+            Ok(Some(meta)) => Ok((file, meta)),
+            Err(Bad::Io(e)) => Err(at("read the generation")(e)),
+            _ => Err(at("read the generation")(Errno::IO)),
+        }
     }
 
     /// Generation `g`'s archive, open for reading, and its description.
     pub fn generation(&self, g: u64) -> Result<(OwnedFd, Meta), Failed> {
-        let name = SlotName::new(&self.base, self.slot(g));
-        let file = rustix::fs::openat(&self.parent, name.c(), tree::read_flags(), Mode::empty())
-            .map_err(at("open the generation"))?;
-        let torn = Failed {
-            step: "read the generation",
-            errno: Errno::IO,
-        };
-        match read_meta(file.as_fd()) {
-            Ok(Some(meta)) if meta.generation() == Some(g) => Ok((file, meta)),
-            Err(Bad::Io(e)) => Err(at("read the generation")(e)),
-            _ => Err(torn),
+        let slot = self.scan(None)?.find(g);
+        let slot = slot.ok_or(at("find the generation")(Errno::NOENT))?;
+        let (file, meta) = self.open_slot(slot)?;
+        match meta.generation() {
+            Some(n) if n == g => Ok((file, meta)),
+            _ => Err(at("read the generation")(Errno::IO)),
         }
     }
 
     /// The scratch directory `.NAME`.
     pub fn scratch(&self) -> BorrowedFd<'_> {
         self.scratch.as_fd()
+    }
+
+    /// Its path, for messages: as `scratch_path`, without allocating.
+    fn scratch_shown(&self) -> impl fmt::Display + '_ {
+        struct Shown<'a>(&'a Store);
+        impl fmt::Display for Shown<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let dir = dir_of(Path::new(&self.0.shown));
+                let base = archive::PathBuf::from(self.0.base.to_bytes())
+                    .unwrap_or(archive::PathBuf::new());
+                write!(f, "{}/.{base}", dir.display())
+            }
+        }
+        Shown(self)
     }
 
     /// Its path (relative if NAME is).
@@ -517,42 +859,73 @@ impl Store {
     }
 
     /// Writes generation `g`: its description (`extra`: more `key value`
-    /// lines), then what `fill` adds, in the scratch directory; fsyncs
-    /// it and renames it over its slot; fsyncs the directory.
+    /// lines), then what `fill` adds, then its manifest, in the scratch
+    /// directory; fsyncs it and renames it over its slot; fsyncs the
+    /// directory. Whatever fails, what it wrote in the scratch directory
+    /// is removed at once: a full disk gets its room back.
     fn write(
         &self,
         g: u64,
         extra: &[u8],
         fill: impl FnOnce(&mut Writer) -> rustix::io::Result<()>,
     ) -> Result<(), Failed> {
+        let slot = self.next_slot(&self.scan(None)?);
+        let done = self.build(g, extra, fill).and_then(|()| {
+            let name = SlotName::new(&self.base, slot);
+            rustix::fs::renameat(&self.scratch, BUILDING, &self.parent, name.c())
+                .map_err(at("rename the archive into its slot"))?;
+            rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))
+        });
+        for name in [BUILDING, SUMS] {
+            let _ = rustix::fs::unlinkat(&self.scratch, name, rustix::fs::AtFlags::empty());
+        }
+        if done.is_ok() {
+            self.damaged.set(self.damaged.get() & !(1 << slot));
+        }
+        done
+    }
+
+    /// The archive of generation `g` as `.NAME/building`, fsync'd.
+    fn build(
+        &self,
+        g: u64,
+        extra: &[u8],
+        fill: impl FnOnce(&mut Writer) -> rustix::io::Result<()>,
+    ) -> Result<(), Failed> {
         let scratch = self.scratch.as_fd();
+        let create = OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW;
         let out = rustix::fs::openat(
             scratch,
             BUILDING,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            OFlags::WRONLY | create,
             Mode::from_raw_mode(0o644),
         )
         .map_err(at("create the archive"))?;
+        let sums = rustix::fs::openat(
+            scratch,
+            SUMS,
+            OFlags::RDWR | create,
+            Mode::RUSR | Mode::WUSR,
+        )
+        .map_err(at("create the manifest"))?;
         let mut meta = Description::new();
         let mut digits = [0u8; 20];
         for part in [
-            &b"ckptrun store 1\ngeneration "[..],
+            &b"ckptrun store 2\ngeneration "[..],
             decimal(&mut digits, g),
+            b"\nmode ",
+            self.holder.name().as_bytes(),
             b"\n",
             extra,
         ] {
             meta.push(part)?;
         }
-        let mut w = Writer::new(out.as_fd());
+        let mut w = Writer::new(out.as_fd(), sums.as_fd());
         w.bytes(META, 0o644, &meta)
             .and_then(|()| fill(&mut w))
             .and_then(|()| w.finish())
             .map_err(at("write the archive"))?;
-        rustix::fs::fsync(&out).map_err(at("fsync the archive"))?;
-        let slot = SlotName::new(&self.base, self.slot(g));
-        rustix::fs::renameat(scratch, BUILDING, &self.parent, slot.c())
-            .map_err(at("rename the archive into its slot"))?;
-        rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))
+        rustix::fs::fsync(&out).map_err(at("fsync the archive"))
     }
 
     /// Each working path that exists, under its name.
@@ -571,7 +944,7 @@ impl Store {
     /// number. See the module's notes for why an interruption at any
     /// instant is safe.
     pub fn commit(&self, take: Take, log: &Log) -> Result<u64, Failed> {
-        let g = self.next(log)?;
+        let g = self.next()?;
         self.write(g, b"", |w| self.pack_ckpts(w))?;
         self.committed(g, log);
         if take == Take::Move {
@@ -592,7 +965,7 @@ impl Store {
     /// `dir` under its own name, with `extra` in its description; returns
     /// its number.
     pub fn commit_dir(&self, dir: BorrowedFd, extra: &[u8], log: &Log) -> Result<u64, Failed> {
-        let g = self.next(log)?;
+        let g = self.next()?;
         self.write(g, extra, |w| {
             rustix::fs::seek(dir, SeekFrom::Start(0))?;
             let mut buf = [MaybeUninit::uninit(); 4096];
@@ -610,9 +983,10 @@ impl Store {
         Ok(g)
     }
 
-    /// The number the next generation gets.
-    fn next(&self, log: &Log) -> Result<u64, Failed> {
-        Ok(self.newest(log)?.map_or(1, |n| n + 1))
+    /// The number the next generation gets: past every generation in the
+    /// store, damaged ones included.
+    fn next(&self) -> Result<u64, Failed> {
+        Ok(self.scan(None)?.newest().map_or(1, |n| n + 1))
     }
 
     fn committed(&self, g: u64, log: &Log) {
@@ -622,21 +996,19 @@ impl Store {
         ));
     }
 
-    /// Replaces every working path with a private copy of generation `g`;
-    /// a path `g` does not hold is set aside.
-    pub fn restore(&self, g: u64, log: &Log) -> Result<(), Failed> {
+    /// Replaces every working path with a private copy of generation `g`
+    /// (its archive `file`, verified); a path `g` does not hold is set
+    /// aside.
+    fn restore_from(&self, g: u64, file: BorrowedFd, log: &Log) -> Result<(), Failed> {
         if self.ckpts.is_empty() {
             return Ok(());
         }
-        let (file, _) = self.generation(g)?;
         for c in &self.ckpts {
-            let parent = c.parent.as_fd();
-            tree::remove(parent, &c.new).map_err(at("restore"))?;
-            if !c.extract(file.as_fd())? {
+            if !c.holds(file)? {
                 c.set_aside(log)?;
                 continue;
             }
-            c.swap_in().map_err(at("restore (swap in)"))?;
+            c.restore(file)?;
         }
         log.info(format_args!(
             "working copy restored from generation {g} ({})",
@@ -652,26 +1024,42 @@ impl Store {
         }
     }
 
+    /// Whether there is an intact generation older than `g`, from 1 on
+    /// (generation 0 is the starting state, not a checkpoint), to fall
+    /// back to. Verifies it.
+    pub fn can_fall_back(&self, g: u64, log: &Log) -> bool {
+        matches!(self.newest_intact(Some(g), log), Ok(Some((n, _))) if n >= 1)
+    }
+
     /// Generation `bad` would not restart: moves it to `.NAME/failed`
     /// (the only one kept there), leaves an empty file in its slot (which
-    /// HTCondor then uploads over the bad one), and restores the
-    /// generation before it. Returns that one.
+    /// HTCondor then uploads over the bad one), and restores the newest
+    /// intact generation before it. Returns that one.
     pub fn fall_back(&self, bad: u64, log: &Log) -> Result<Option<u64>, Failed> {
-        let Some(previous) = self.before(bad, log)? else {
+        let Some((previous, file)) = self.newest_intact(Some(bad), log)? else {
             return Ok(None);
         };
-        let slot = SlotName::new(&self.base, self.slot(bad));
-        rustix::fs::renameat(&self.parent, slot.c(), &self.scratch, FAILED)
-            .map_err(at("set the failed generation aside"))?;
-        self.empty_slot(self.slot(bad))?;
-        rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))?;
+        self.set_failed_aside(bad)?;
         log.warn(format_args!(
-            "kept generation {bad} as {}/.{}/failed; falling back to generation {previous}",
-            dir_of(Path::new(&self.shown)).display(),
-            self.base.to_string_lossy()
+            "kept generation {bad} as {}/failed; falling back to generation {previous}",
+            self.scratch_shown()
         ));
-        self.restore(previous, log)?;
+        self.restore_from(previous, file.as_fd(), log)?;
         Ok(Some(previous))
+    }
+
+    /// Moves generation `bad` to `.NAME/failed`, an empty file in its
+    /// slot.
+    fn set_failed_aside(&self, bad: u64) -> Result<(), Failed> {
+        let slot = self
+            .scan(None)?
+            .find(bad)
+            .ok_or(at("find the generation")(Errno::NOENT))?;
+        let name = SlotName::new(&self.base, slot);
+        rustix::fs::renameat(&self.parent, name.c(), &self.scratch, FAILED)
+            .map_err(at("set the failed generation aside"))?;
+        self.empty_slot(slot)?;
+        rustix::fs::fsync(&self.parent).map_err(at("fsync the store's directory"))
     }
 }
 
@@ -746,16 +1134,31 @@ impl Ckpt {
         Some((st.st_dev, st.st_ino))
     }
 
-    /// Extracts this path's members of the archive `file` as `new`;
-    /// whether the archive holds it.
-    fn extract(&self, file: BorrowedFd) -> Result<bool, Failed> {
+    /// Whether the archive `file` holds this path.
+    fn holds(&self, file: BorrowedFd) -> Result<bool, Failed> {
+        let mut found = false;
+        archive::each_member(file, |m| {
+            found = m.path.as_bytes() == self.name.to_bytes();
+            Ok(!found)
+        })
+        .map_err(|_| at("restore (read)")(Errno::IO))?;
+        Ok(found)
+    }
+
+    /// Replaces the working path with its copy in the archive `file`. The
+    /// working path is removed first: it is replaced whatever happens
+    /// (the job has not started), and a full disk needs its room. The copy
+    /// is built as `new` and renamed into place, so that an interruption
+    /// never leaves a half-restored path under its name: the next start
+    /// restores it again.
+    fn restore(&self, file: BorrowedFd) -> Result<(), Failed> {
         let name = self.name.to_bytes();
         let parent = self.parent.as_fd();
-        let mut found = false;
+        tree::remove(parent, &self.name).map_err(at("restore (remove the working copy)"))?;
+        tree::remove(parent, &self.new).map_err(at("restore"))?;
         let new = archive::PathBuf::from(self.new.to_bytes()).map_err(at("restore"))?;
         let done = archive::each_member(file, |m| {
             let to = if m.path.as_bytes() == name {
-                found = true;
                 new.clone()
             } else if let Some(rest) = m.path.below(name) {
                 new.joined(rest)?
@@ -766,44 +1169,12 @@ impl Ckpt {
             Ok(true)
         });
         match done {
-            Ok(()) => Ok(found),
-            Err(Bad::Io(e)) => Err(at("restore (extract)")(e)),
-            Err(_) => Err(at("restore (extract)")(Errno::IO)),
+            Ok(()) => {}
+            Err(Bad::Io(e)) => return Err(at("restore (extract)")(e)),
+            Err(_) => return Err(at("restore (extract)")(Errno::IO)),
         }
-    }
-
-    /// Moves the restored copy at `new` into place at `name`.
-    fn swap_in(&self) -> Result<(), Errno> {
-        let parent = self.parent.as_fd();
-        let target = match tree::stat(parent, &self.name) {
-            Err(Errno::NOENT) => {
-                return rustix::fs::renameat(parent, &self.new, parent, &self.name);
-            }
-            other => other?,
-        };
-        let incoming = tree::stat(parent, &self.new)?;
-        let is_dir =
-            |st: &rustix::fs::Stat| FileType::from_raw_mode(st.st_mode) == FileType::Directory;
-        if !is_dir(&target) && !is_dir(&incoming) {
-            // rename(2) replaces a file atomically.
-            return rustix::fs::renameat(parent, &self.new, parent, &self.name);
-        }
-        match rustix::fs::renameat_with(
-            parent,
-            &self.new,
-            parent,
-            &self.name,
-            RenameFlags::EXCHANGE,
-        ) {
-            Ok(()) => tree::remove(parent, &self.new),
-            Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
-                // No RENAME_EXCHANGE here: move the old one away first.
-                rustix::fs::renameat(parent, &self.name, parent, &self.old)?;
-                rustix::fs::renameat(parent, &self.new, parent, &self.name)?;
-                tree::remove(parent, &self.old)
-            }
-            Err(e) => Err(e),
-        }
+        rustix::fs::renameat(parent, &self.new, parent, &self.name)
+            .map_err(at("restore (rename into place)"))
     }
 
     /// A working path with no committed generation behind it is an

@@ -705,5 +705,27 @@ fn corrupt_state(archive: &std::path::Path) {
         .position(|w| w == b"SELFJOB1")
         .expect("the job's state in the archive");
     bytes[at + 1000] ^= 0xff;
+    // The job wrote it so: ckptrun committed it faithfully, and its
+    // manifest agrees (the line recomputed by xxhsum, independently).
+    std::fs::write(archive, &bytes).unwrap();
+    let state = tar_member(archive, "state").unwrap();
+    let copy = archive.with_extension("state-copy");
+    std::fs::write(&copy, state).unwrap();
+    let out = Command::new("xxhsum")
+        .arg("-H3")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&copy).unwrap();
+    let out = String::from_utf8(out.stdout).unwrap();
+    let hex = out.trim_end().rsplit(' ').next().unwrap().as_bytes();
+    assert_eq!(hex.len(), 16, "xxhsum -H3 said {out}");
+    let line = b"XXH3 (state) = ";
+    let at = bytes
+        .windows(line.len())
+        .position(|w| w == line)
+        .expect("state in the manifest")
+        + line.len();
+    bytes[at..at + 16].copy_from_slice(hex);
     std::fs::write(archive, bytes).unwrap();
 }

@@ -1,0 +1,464 @@
+//! The store as a user can trust it (`--mode self`, and the checks both
+//! self and dmtcp mode share): every generation verified before a
+//! restart, damage reported and never restored, options that change
+//! between runs, and a disk that fills up. A shell script stands in for
+//! the job: it counts its runs in `state`, checkpoints (exit 17) until
+//! run N, then writes `result`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const STORE: &str = "ckptrun.store";
+
+/// The job: `state` holds its run count (then PAD zero bytes); runs 1 to
+/// N-1 checkpoint, run N writes `result`.
+const JOB: &str = r#"n=$(head -n1 state 2>/dev/null || echo 0)
+n=$((n + 1))
+{ echo "$n"; head -c "${PAD:-0}" /dev/zero; } > state || exit 9
+[ "$n" -lt "${N:-3}" ] && exit 17
+echo "done after $n runs" > result"#;
+
+/// `ckptrun --mode self --ckpt state --job-ckpt-exit 17 EXTRA... -- sh -c JOB`.
+fn job(sandbox: &Sandbox, extra: &[&str]) -> Command {
+    let mut args = vec!["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", JOB]);
+    let mut cmd = sandbox.ckptrun(&args);
+    cmd.env_remove("_CONDOR_JOB_AD");
+    cmd
+}
+
+/// Runs the job once; wants exit `code`; returns its stderr.
+fn run_once(sandbox: &Sandbox, extra: &[&str], code: i32) -> String {
+    let out = run(job(sandbox, extra));
+    assert_eq!(out.code(), Some(code), "{}", out.stderr);
+    out.stderr
+}
+
+/// Two checkpoints, as two evicted runs leave them: generations 1 and 2.
+fn two_checkpoints(name: &str, extra: &[&str]) -> Sandbox {
+    let sandbox = Sandbox::new(name);
+    for _ in 0..2 {
+        run_once(&sandbox, extra, 85);
+    }
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 2]);
+    sandbox
+}
+
+/// The run count the generation in `slot` holds, as GNU tar reads it.
+fn count_in(slot: &Path) -> String {
+    let state = tar_member(slot, "state").expect("state in the generation");
+    String::from_utf8_lossy(&state)
+        .lines()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Changes the first byte of `member`'s data inside the archive `slot`,
+/// where GNU tar says it is: a bit flip on a disk or in a transfer.
+fn flip_byte_of(slot: &Path, member: &str) {
+    let listing = Command::new("tar").arg("-tvRf").arg(slot).output().unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    let block: u64 = listing
+        .lines()
+        .find(|l| l.ends_with(&format!(" {member}")))
+        .and_then(|l| l.strip_prefix("block ")?.split(':').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{member} in {listing}"));
+    let mut bytes = std::fs::read(slot).unwrap();
+    bytes[(block as usize + 1) * 512] ^= 0x04;
+    std::fs::write(slot, bytes).unwrap();
+}
+
+fn result(sandbox: &Sandbox) -> String {
+    std::fs::read_to_string(sandbox.path("result")).unwrap_or_default()
+}
+
+/// stderr's lines that are not `-v` progress.
+fn warnings(stderr: &str) -> Vec<&str> {
+    stderr.lines().collect()
+}
+
+#[test]
+fn a_changed_byte_in_the_newest_generation_is_reported_and_the_one_before_restored() {
+    let sandbox = two_checkpoints("damaged-newest", &[]);
+    let newest = slot_of(&sandbox.dir, STORE, 2);
+    flip_byte_of(&newest, "state");
+    let stderr = run_once(&sandbox, &[], 85);
+    let lines = warnings(&stderr);
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].contains("generation 2 is damaged (member state does not match its checksum)"),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].contains("restarting from generation 1")
+            && lines[1].contains("work after it is lost"),
+        "{stderr}"
+    );
+    // The job ran from generation 1 (count 1): its run 2 is generation 3,
+    // which replaced the damaged one.
+    assert_eq!(count_in(&slot_of(&sandbox.dir, STORE, 3)), "2");
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 3]);
+    // And it finishes as an uninterrupted run does.
+    run_once(&sandbox, &[], 0);
+    assert_eq!(result(&sandbox), "done after 3 runs\n");
+}
+
+#[test]
+fn a_damaged_description_or_manifest_is_caught_too() {
+    for member in [".ckptrun", ".ckptrun.xxh3"] {
+        let sandbox = two_checkpoints(&format!("damaged-{member}"), &[]);
+        flip_byte_of(&slot_of(&sandbox.dir, STORE, 2), member);
+        let stderr = run_once(&sandbox, &[], 85);
+        assert!(
+            stderr.contains("is damaged") && stderr.contains("restarting from generation 1"),
+            "{member}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_cut_off_generation_is_not_restored() {
+    let sandbox = two_checkpoints("cut", &[]);
+    let newest = slot_of(&sandbox.dir, STORE, 2);
+    let len = std::fs::metadata(&newest).unwrap().len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap();
+    f.set_len(len - 1024).unwrap();
+    let stderr = run_once(&sandbox, &[], 85);
+    assert!(stderr.contains("cut off (torn); ignored"), "{stderr}");
+    // Restored from generation 1: the next, numbered after the whole
+    // ones, holds run 2, in the cut one's slot.
+    assert_eq!(count_in(&slot_of(&sandbox.dir, STORE, 2)), "2");
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 2]);
+}
+
+#[test]
+fn a_member_added_or_removed_is_caught() {
+    // Added: GNU tar appends a member after the manifest.
+    let sandbox = two_checkpoints("extra-member", &[]);
+    let newest = slot_of(&sandbox.dir, STORE, 2);
+    std::fs::write(sandbox.path("stray"), b"not checkpointed").unwrap();
+    let tar = Command::new("tar")
+        .arg("-rf")
+        .arg(&newest)
+        .arg("-C")
+        .arg(&sandbox.dir)
+        .arg("stray")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let stderr = run_once(&sandbox, &[], 85);
+    assert!(
+        stderr.contains("generation 2 is damaged (its manifest is missing)"),
+        "{stderr}"
+    );
+
+    // Removed: the state member dropped, the archive otherwise whole
+    // (rewritten by Python's tarfile, as another tool would).
+    let sandbox = two_checkpoints("missing-member", &[]);
+    let newest = slot_of(&sandbox.dir, STORE, 2);
+    let py = r#"
+import sys, tarfile, io
+src = tarfile.open(sys.argv[1])
+members = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()]
+src.close()
+out = tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT)
+for m, data in members:
+    if m.name != "state":
+        out.addfile(m, io.BytesIO(data) if data is not None else None)
+out.close()
+"#;
+    let status = Command::new("python3")
+        .args(["-c", py])
+        .arg(&newest)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let stderr = run_once(&sandbox, &[], 85);
+    assert!(
+        stderr.contains("generation 2 is damaged (members its manifest lists are missing)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn with_no_intact_generation_it_refuses_or_starts_afresh_when_asked() {
+    let sandbox = two_checkpoints("none-intact", &[]);
+    for g in [1, 2] {
+        flip_byte_of(&slot_of(&sandbox.dir, STORE, g), "state");
+    }
+    let out = run(job(&sandbox, &[]));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    let lines = warnings(&out.stderr);
+    assert_eq!(
+        lines.len(),
+        3,
+        "one line per damaged generation, then why: {lines:?}"
+    );
+    assert!(lines[0].contains("is damaged") && lines[1].contains("is damaged"));
+    assert!(
+        lines[2].starts_with("ckptrun: ckptrun.store: no intact generation")
+            && lines[2].contains("--fresh-if-damaged"),
+        "{}",
+        lines[2]
+    );
+    assert!(!sandbox.path("result").exists(), "the job did not run");
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 2], "nothing removed");
+
+    // Asked to, it keeps them aside and starts as a first start.
+    let stderr = run_once(&sandbox, &["--fresh-if-damaged"], 85);
+    assert!(stderr.contains("starting afresh"), "{stderr}");
+    let kept = std::fs::read_dir(sandbox.path(".ckptrun.store"))
+        .unwrap()
+        .filter(|e| {
+            let e = e.as_ref().unwrap();
+            e.file_name().to_string_lossy().starts_with("damaged.")
+        })
+        .count();
+    assert_eq!(kept, 2, "the damaged generations are kept");
+    assert_eq!(count_in(&slot_of(&sandbox.dir, STORE, 1)), "1");
+}
+
+#[test]
+fn a_generation_checks_by_hand_with_tar_and_xxhsum() {
+    let sandbox = two_checkpoints("by-hand", &["--keep", "1"]);
+    let slot = slot_of(&sandbox.dir, STORE, 2);
+    let check = |slot: &Path| {
+        let dir = sandbox.path("unpacked");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let tar = Command::new("tar")
+            .arg("-xf")
+            .arg(slot)
+            .arg("-C")
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(tar.success());
+        Command::new("xxhsum")
+            .args(["-c", ".ckptrun.xxh3"])
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let good = check(&slot);
+    let said = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{said}");
+    assert!(
+        said.contains("state: OK") && said.contains(".ckptrun: OK"),
+        "{said}"
+    );
+    flip_byte_of(&slot, "state");
+    let bad = check(&slot);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stdout).contains("state: FAILED"));
+}
+
+#[test]
+fn keep_raised_or_lowered_between_runs_just_works() {
+    // Written with --keep 0, run on with --keep 2 (the failure seen: "open
+    // the generation: No such file or directory"), then --keep 1.
+    let sandbox = Sandbox::new("keep-changes");
+    let n = ["N", "6"];
+    let with = |keep: &str, code: i32| {
+        let out = run(job(&sandbox, &["--keep", keep]).env(n[0], n[1]));
+        assert_eq!(out.code(), Some(code), "--keep {keep}: {}", out.stderr);
+        assert!(out.stderr.is_empty(), "--keep {keep}: {}", out.stderr);
+    };
+    with("0", 85);
+    with("0", 85);
+    assert_eq!(generations(&sandbox.dir, STORE), [2]);
+    with("2", 85);
+    assert_eq!(generations(&sandbox.dir, STORE), [2, 3], "2 is kept");
+    with("2", 85);
+    assert_eq!(generations(&sandbox.dir, STORE), [2, 3, 4]);
+    with("1", 85);
+    assert!(generations(&sandbox.dir, STORE).ends_with(&[4, 5]));
+    with("0", 0);
+    assert_eq!(result(&sandbox), "done after 6 runs\n");
+}
+
+#[test]
+fn a_ckpt_added_or_removed_between_runs_just_works() {
+    let sandbox = two_checkpoints("ckpt-changes", &[]);
+    // Added: the generation does not hold `extra`, which the job has not
+    // written yet; nothing to restore, nothing said.
+    let out = run(job(&sandbox, &["--ckpt", "extra"]));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    assert_eq!(result(&sandbox), "done after 3 runs\n");
+
+    // Removed: the generation's other member is simply not restored.
+    let sandbox = Sandbox::new("ckpt-removed");
+    std::fs::write(sandbox.path("extra"), b"x").unwrap();
+    run_once(&sandbox, &["--ckpt", "extra"], 85);
+    let stderr = run_once(&sandbox, &[], 85);
+    assert!(stderr.is_empty(), "{stderr}");
+    run_once(&sandbox, &[], 0);
+    assert_eq!(result(&sandbox), "done after 3 runs\n");
+}
+
+#[test]
+fn an_interval_added_or_removed_between_runs_just_works() {
+    let sandbox = Sandbox::new("interval-changes");
+    run_once(&sandbox, &[], 85);
+    run_once(
+        &sandbox,
+        &["--interval", "3600", "--ckpt-signal", "USR1"],
+        85,
+    );
+    run_once(&sandbox, &[], 0);
+    assert_eq!(result(&sandbox), "done after 3 runs\n");
+}
+
+#[test]
+fn a_renamed_store_warns_that_the_old_one_is_ignored() {
+    let sandbox = two_checkpoints("store-renamed", &[]);
+    let out = run(job(&sandbox, &["--store", "renamed"]));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "ckptrun: renamed: a new store; the store ckptrun.store beside it (ckptrun.store.0 ..) \
+         is ignored: give --store ckptrun.store to restart from it"
+    );
+    // Once it has generations of its own, it says nothing.
+    let out = run(job(&sandbox, &["--store", "renamed"]));
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+}
+
+#[test]
+fn a_store_of_another_mode_is_refused_in_one_line() {
+    let sandbox = two_checkpoints("mode-changed", &[]);
+    let tools = install_fake_dmtcp(&sandbox.path("dmtcp"));
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "dmtcp",
+        "--dmtcp-dir",
+        tools.to_str().unwrap(),
+        "--",
+        "/bin/sh",
+        "-c",
+        "exit 0",
+    ]));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(&out, "holds a checkpoint of --mode self, not --mode dmtcp");
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 2], "nothing changed");
+}
+
+/// A `size` tmpfs mounted on `dir` (created), unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: std::path::PathBuf, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Self(dir))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Whether a test that needs root may skip: only outside CI.
+fn skip_without_root(what: &str) -> bool {
+    if std::env::var_os("CI").is_some() {
+        panic!("{what}: needs root (mount), and CI is set");
+    }
+    eprintln!("SKIPPED {what}: needs root (mount)");
+    true
+}
+
+#[test]
+fn a_full_disk_fails_the_commit_cleanly_and_the_next_start_works() {
+    let sandbox = Sandbox::new("disk-full");
+    let Some(disk) = SmallDisk::mount(sandbox.path("disk"), "3m") else {
+        if skip_without_root("a_full_disk_fails_the_commit_cleanly") {
+            return;
+        }
+        unreachable!();
+    };
+    let in_disk = Sandbox {
+        dir: disk.0.clone(),
+    };
+    let with_pad = |pad: &str, code: i32| {
+        let out = run(job(&in_disk, &["--keep", "0"])
+            .env("PAD", pad)
+            .env("N", "4"));
+        assert_eq!(out.code(), Some(code), "PAD={pad}: {}", out.stderr);
+        out.stderr
+    };
+    // A 1 MB checkpoint commits.
+    with_pad("1000000", 85);
+    assert_eq!(generations(&in_disk.dir, STORE), [1]);
+    // A 1.4 MB one does not fit beside it: exit 123, one line, and what
+    // it had written is gone at once.
+    let stderr = with_pad("1400000", 123);
+    assert!(
+        stderr.contains("cannot commit the checkpoint")
+            && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    assert_eq!(
+        generations(&in_disk.dir, STORE),
+        [1],
+        "generation 1 is intact"
+    );
+    let scratch: Vec<_> = std::fs::read_dir(in_disk.path(".ckptrun.store"))
+        .unwrap()
+        .collect();
+    assert!(scratch.is_empty(), "{scratch:?}");
+    // The next start on the same disk restores generation 1 (making room
+    // from the working copy it replaces) and goes on.
+    with_pad("800000", 85);
+    assert_eq!(generations(&in_disk.dir, STORE), [2]);
+    assert_eq!(count_in(&slot_of(&in_disk.dir, STORE, 2)), "2");
+    std::mem::forget(in_disk);
+    drop(disk);
+}
+
+#[test]
+fn an_io_error_in_the_commit_keeps_the_last_generation() {
+    // EIO injected into the archive's fsync (strace, as a failing disk
+    // would return it).
+    let sandbox = two_checkpoints("eio", &[]);
+    let before = std::fs::read(slot_of(&sandbox.dir, STORE, 2)).unwrap();
+    let mut cmd = Command::new("strace");
+    cmd.env("N", "4");
+    cmd.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=fsync", "-e"])
+        .arg("inject=fsync:error=EIO:when=1")
+        .arg(CKPTRUN)
+        .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+        .args(["--", "sh", "-c", JOB])
+        .current_dir(&sandbox.dir)
+        .env_remove("_CONDOR_JOB_AD");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(123), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("fsync the archive: I/O error"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 2]);
+    assert_eq!(
+        std::fs::read(slot_of(&sandbox.dir, STORE, 2)).unwrap(),
+        before
+    );
+    // And the next start restores it.
+    run_once(&sandbox, &[], 0);
+    assert_eq!(result(&sandbox), "done after 3 runs\n");
+}
