@@ -44,7 +44,7 @@ use crate::cli::Config;
 use crate::coordinator::{self, Children, Coordinator, Tools};
 use crate::error::{COMMIT_FAILED, Error, LAUNCHER_FAILED, NO_ANSWER};
 use crate::log::Log;
-use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
+use crate::protocol::{self, Action, Ended, Job, PeriodicCommits, Protocol, Routes, Verdict};
 use crate::signals::{Inherited, Name};
 use crate::spawn;
 use crate::store::{self, Holder, Store};
@@ -141,6 +141,8 @@ pub struct Dmtcp<'a> {
     /// The launch or restart, until the coordinator has seen it through.
     check: Option<Check>,
     outcome: Outcome,
+    /// Periodic commits that failed (`--interval-continue`).
+    periodic: PeriodicCommits,
     /// When a computation DMTCP was told to kill is killed.
     kill_at: Option<Instant>,
     /// The job has ended: the coordinator is expected to go.
@@ -194,8 +196,9 @@ enum Outcome {
     /// The eviction's checkpoint was not complete in time, or could not
     /// be requested; the computation is being ended.
     NotCheckpointed,
-    /// The job never came under DMTCP, or its restart did not complete:
-    /// ended, and ckptrun exits with this code.
+    /// The job never came under DMTCP, its restart did not complete, or
+    /// a second periodic commit failed: ended, and ckptrun exits with
+    /// this code.
     Failed(u8),
 }
 
@@ -385,6 +388,7 @@ impl<'a> Dmtcp<'a> {
                 }
             }),
             outcome: Outcome::Running,
+            periodic: PeriodicCommits::default(),
             kill_at: None,
             job_ended: false,
             lost: None,
@@ -533,12 +537,13 @@ impl<'a> Dmtcp<'a> {
     }
 
     /// A "keep running" checkpoint is complete: commit it while the job
-    /// runs on.
-    fn commit_periodic(&mut self) {
+    /// runs on. Whether it may (see `PeriodicCommits`).
+    fn commit_periodic(&mut self) -> bool {
         let log = self.log;
         self.pending = None;
         self.next_tick = self.interval.map(|every| Instant::now() + every);
-        if let Err(f) = self.commit() {
+        let done = self.commit();
+        if let Err(f) = done {
             log.warn(format_args!(
                 "{}: commit failed: {f}; the last commit is kept",
                 self.store.shown.display()
@@ -546,6 +551,7 @@ impl<'a> Dmtcp<'a> {
             // The next checkpoint overwrites what this one left.
             let _ = tree::empty(self.images.as_fd());
         }
+        self.periodic.run_on(done.is_ok(), log)
     }
 
     /// The coordinator is gone: its port file says nothing any more.
@@ -705,7 +711,9 @@ impl Protocol for Dmtcp<'_> {
                 log.info(format_args!("checkpoint complete"));
                 return self.end_computation(Outcome::Checkpointed);
             }
-            self.commit_periodic();
+            if !self.commit_periodic() {
+                return self.end_computation(Outcome::Failed(COMMIT_FAILED));
+            }
             if p.exit {
                 // An eviction came during it: now the one that ends the
                 // computation.

@@ -125,6 +125,39 @@ pub fn checkpointed(
 
 /// Whether ckptrun's end is PID 1's: it is PID 1, or the child a ckptrun
 /// that is PID 1 runs (see main.rs, dmtcp mode), whose end PID 1 passes
+/// The policy for commits made at an `--interval` tick while the job runs
+/// on (self `--ckpt-continue`, dmtcp `--interval-continue`): a failed one
+/// is said and the job runs on, the next tick committing again; a second
+/// failure in a row ends the job (exit 123), which must not run on with
+/// no checkpoint it can come back to.
+#[derive(Default)]
+pub struct PeriodicCommits {
+    failed: bool,
+}
+
+impl PeriodicCommits {
+    /// After a commit at a tick: whether the job may run on.
+    pub fn run_on(&mut self, committed: bool, log: &Log) -> bool {
+        let failed_before = core::mem::replace(&mut self.failed, !committed);
+        match (committed, failed_before) {
+            (true, _) => true,
+            (false, false) => {
+                log.warn(format_args!(
+                    "the job runs on; the next --interval tick commits again, and ends it if that fails too"
+                ));
+                true
+            }
+            (false, true) => {
+                log.warn(format_args!(
+                    "a second periodic commit failed: ending the job rather than running it on with no checkpoint (exit {})",
+                    crate::error::COMMIT_FAILED
+                ));
+                false
+            }
+        }
+    }
+}
+
 /// on. Does not allocate.
 pub fn as_pid_1() -> bool {
     if rustix::process::getpid().is_init() {

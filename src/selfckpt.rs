@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use crate::cli::Config;
 use crate::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::log::Log;
-use crate::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
+use crate::protocol::{
+    self, Action, Ended, HOLD_RETRY, Job, PeriodicCommits, Protocol, Routes, Verdict,
+};
 use crate::signals::Name;
 use crate::store::{Holder, Store, Take};
 use crate::sys::Sig;
@@ -65,7 +67,10 @@ pub struct SelfCkpt {
     signalled: bool,
     fell_back: bool,
     timed_out: bool,
-    /// `--ckpt-continue` eviction: committed, then the job was killed.
+    /// Periodic commits that failed (`--ckpt-continue`).
+    periodic: PeriodicCommits,
+    /// `--ckpt-continue` eviction, or a second failed periodic commit:
+    /// committed (or not), then the job was killed.
     /// The generation committed, or none if that failed.
     committed_then_killed: Option<Option<u64>>,
 }
@@ -145,6 +150,7 @@ impl SelfCkpt {
             fell_back: false,
             timed_out: false,
             committed_then_killed: None,
+            periodic: PeriodicCommits::default(),
             store,
         };
         protocol.started();
@@ -316,7 +322,7 @@ impl Protocol for SelfCkpt {
                 if self.answered() {
                     self.pending = None;
                     let committed = self.commit(Take::Copy, log);
-                    if p.exit {
+                    if p.exit || !self.periodic.run_on(committed.is_ok(), log) {
                         self.committed_then_killed = Some(committed.ok());
                         return Action::Kill;
                     }

@@ -462,3 +462,52 @@ fn an_io_error_in_the_commit_keeps_the_last_generation() {
     run_once(&sandbox, &[], 0);
     assert_eq!(result(&sandbox), "done after 3 runs\n");
 }
+
+#[test]
+fn periodic_commits_that_keep_failing_end_the_job_after_one_retry() {
+    let sandbox = Sandbox::new("periodic-full");
+    let Some(disk) = SmallDisk::mount(sandbox.path("disk"), "4m") else {
+        if skip_without_root("periodic_commits_that_keep_failing") {
+            return;
+        }
+        unreachable!();
+    };
+    let in_disk = Sandbox {
+        dir: disk.0.clone(),
+    };
+    // Each request: a 2.2 MB checkpoint replaces the last by rename; its
+    // commit cannot fit beside it.
+    let script =
+        "trap 'rm -f state; head -c 2200000 /dev/zero > state.new; mv state.new state' USR1
+        while :; do sleep 0.05; done";
+    let out = run(in_disk.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "state",
+        "--job-ckpt-exit",
+        "17",
+        "--ckpt-signal",
+        "USR1",
+        "--ckpt-continue",
+        "--interval",
+        "0.3",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]));
+    assert_eq!(out.code(), Some(123), "{}", out.stderr);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    let said = |what: &str| lines.iter().filter(|l| l.contains(what)).count();
+    assert_eq!(said("No space left on device"), 2, "{}", out.stderr);
+    assert_eq!(said("the job runs on; the next --interval tick"), 1);
+    assert_eq!(said("a second periodic commit failed: ending the job"), 1);
+    assert_eq!(
+        generations(&in_disk.dir, STORE),
+        [0],
+        "nothing torn committed"
+    );
+    std::mem::forget(in_disk);
+    drop(disk);
+}
