@@ -6,7 +6,9 @@ use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
-use rustix::fs::{Access, FileType, Stat};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::fs::{Access, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use crate::error::Error;
@@ -17,6 +19,23 @@ pub struct CkptFile {
     pub path: OsString,
     c_path: CString,
     c_tmp: CString,
+    /// `FILE.xxh3`: FILE's checksum, one `xxhsum -H3` line, written after
+    /// each checkpoint ckptrun saw complete; and its temporary name.
+    c_sum: CString,
+    c_sum_tmp: CString,
+}
+
+/// What FILE's checksum says of it, at a restart.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Sum {
+    /// It matches: FILE is the checkpoint ckptrun saw completed.
+    Intact,
+    /// There is none (an older ckptrun's checkpoint, a submit file that
+    /// transfers FILE alone, or a run that ended without ckptrun seeing
+    /// its checkpoint): FILE is restarted from as it is.
+    Unknown,
+    /// It does not match: FILE is damaged.
+    Damaged,
 }
 
 /// What a fresh start finds at FILE.
@@ -51,7 +70,14 @@ impl CkptFile {
         let mut tmp = path.clone().into_vec();
         tmp.extend_from_slice(b".tmp");
         let c_tmp = CString::new(tmp).map_err(nul)?;
+        let with = |suffix: &[u8]| {
+            let mut name = path.clone().into_vec();
+            name.extend_from_slice(suffix);
+            CString::new(name).map_err(nul)
+        };
         Ok(Self {
+            c_sum: with(b".xxh3")?,
+            c_sum_tmp: with(b".xxh3.tmp")?,
             path,
             c_path,
             c_tmp,
@@ -120,6 +146,75 @@ impl CkptFile {
         Ok(())
     }
 
+    /// FILE's line in `FILE.xxh3`, as `xxhsum -H3 FILE` prints it in
+    /// FILE's directory. Does not allocate.
+    fn sum_line(&self) -> rustix::io::Result<crate::manifest::Line> {
+        let file = rustix::fs::open(&self.c_path, crate::tree::read_flags(), Mode::empty())?;
+        let len = rustix::fs::fstat(&file)?.st_size as u64;
+        let hash = crate::manifest::hash_at(file.as_fd(), 0, len)?;
+        let name = Path::new(OsStr::from_bytes(self.c_path.as_bytes()));
+        let name = name.file_name().map_or(&[][..], OsStr::as_bytes);
+        crate::manifest::Line::new(crate::archive::Kind::File, name, b"", hash)
+    }
+
+    /// After a checkpoint ckptrun saw complete: records FILE's checksum in
+    /// `FILE.xxh3` (written beside it, fsync'd, renamed, the directory
+    /// fsync'd). Does not allocate.
+    pub fn record_sum(&self) -> rustix::io::Result<()> {
+        let line = self.sum_line()?;
+        let out = rustix::fs::open(
+            &self.c_sum_tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o644),
+        )?;
+        crate::sys::write_all(out.as_fd(), line.bytes())?;
+        rustix::fs::fsync(&out)?;
+        rustix::fs::rename(&self.c_sum_tmp, &self.c_sum)?;
+        let dir = dir_of(Path::new(OsStr::from_bytes(self.c_path.as_bytes())));
+        let dir = rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        rustix::fs::fsync(&dir)
+    }
+
+    /// Before a restart from FILE: checks it against `FILE.xxh3`. One that
+    /// matches is then removed (consumed): during the run the job may
+    /// checkpoint by itself, and a checksum of the old FILE must never
+    /// condemn the new one.
+    pub fn check_sum(&self) -> Result<Sum, Error> {
+        let shown = || String::from_utf8_lossy(self.c_sum.as_bytes()).into_owned();
+        let mut recorded = [0u8; 2 * crate::archive::PATH_MAX + 64];
+        let len = match rustix::fs::open(&self.c_sum, crate::tree::read_flags(), Mode::empty()) {
+            Err(Errno::NOENT) => return Ok(Sum::Unknown),
+            Err(e) => return Err(Error::os(shown(), e)),
+            Ok(file) => {
+                read_some(file.as_fd(), &mut recorded).map_err(|e| Error::os(shown(), e))?
+            }
+        };
+        let line = self
+            .sum_line()
+            .map_err(|e| Error::os(self.path.display(), e))?;
+        if &recorded[..len] != line.bytes() {
+            // Kept: every start refuses FILE until the user decides.
+            return Ok(Sum::Damaged);
+        }
+        let _ = rustix::fs::unlink(&self.c_sum);
+        Ok(Sum::Intact)
+    }
+
+    /// A damaged FILE set aside as `FILE.damaged` (its checksum
+    /// removed), for a fresh start.
+    pub fn set_damaged_aside(&self) -> Result<OsString, Error> {
+        let mut aside = self.path.clone();
+        aside.push(".damaged");
+        rustix::fs::rename(&self.c_path, aside.as_os_str())
+            .map_err(|e| Error::os(self.path.display(), e))?;
+        let _ = rustix::fs::unlink(&self.c_sum);
+        Ok(aside)
+    }
+
     /// FILE's identity now. Does not allocate.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot(
@@ -139,6 +234,20 @@ impl CkptFile {
         let fresh = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_size > 0;
         fresh && before.0 != Some(Identity::of(&st))
     }
+}
+
+/// Reads what fits of `file` into `buf`; how much.
+fn read_some(file: BorrowedFd, buf: &mut [u8]) -> rustix::io::Result<usize> {
+    let mut len = 0;
+    while len < buf.len() {
+        match rustix::io::read(file, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(len)
 }
 
 /// The directory holding `path`: its parent, or `.` for a bare name.

@@ -93,7 +93,8 @@ Options for --mode self and --mode dmtcp:
       --keep N            older generations kept [default: 1]
       --fresh-if-damaged  if no generation is intact (each is verified
                           before a restart), set them aside and start the
-                          job afresh instead of refusing (exit 125)
+                          job afresh instead of refusing (exit 125); also
+                          condor mode's FILE, against FILE.xxh3
 
 Options for --mode dmtcp:
       --dmtcp-dir DIR     where dmtcp_launch, dmtcp_coordinator, dmtcp_command
@@ -436,7 +437,7 @@ const OPTIONS: [(&str, Option<char>, bool, u8); 35] = [
     ("interval-continue", None, false, C | D),
     ("store", None, true, S | D),
     ("keep", None, true, S | D),
-    ("fresh-if-damaged", None, false, S | D),
+    ("fresh-if-damaged", None, false, C | S | D),
     ("job-ckpt-exit", None, true, S),
     ("job-ckpt-signal", None, true, S),
     ("ckpt-signal", None, true, S),

@@ -12,12 +12,13 @@ use std::ffi::OsString;
 
 use std::time::{Duration, Instant};
 
-use crate::ckptfile::{CkptFile, Found, Snapshot};
+use crate::ckptfile::{CkptFile, Found, Snapshot, Sum};
 use crate::cli::Config;
 use crate::error::{Error, NO_ANSWER, NO_CHECKPOINT, NOT_CHECKPOINTABLE};
 use crate::log::Log;
 use crate::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
 use crate::signals::Name;
+use crate::store::OnDamage;
 use crate::sys::Sig;
 
 /// The old checkpoint-wrapper's signal table: eviction (SIGTERM) and
@@ -64,7 +65,7 @@ impl Condor {
     /// and the arguments to append to the job's own.
     pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
         let ckpt = CkptFile::new(ckpt_path(config))?;
-        let found = ckpt.prepare(log)?;
+        let found = verified(&ckpt, ckpt.prepare(log)?, config.on_damage, log)?;
         let file = ckpt.path.clone();
         let extra: Vec<OsString> = match found {
             Found::Image => {
@@ -117,6 +118,30 @@ impl Condor {
         };
         Ok((protocol, extra))
     }
+}
+
+/// A checkpoint found at FILE is checked against the checksum ckptrun
+/// recorded when it was made (`FILE.xxh3`): a damaged one is never
+/// restarted from. It is refused, or with `--fresh-if-damaged` set aside
+/// as `FILE.damaged` for a fresh start.
+fn verified(ckpt: &CkptFile, found: Found, on_damage: OnDamage, log: &Log) -> Result<Found, Error> {
+    if found != Found::Image || ckpt.check_sum()? != Sum::Damaged {
+        return Ok(found);
+    }
+    if on_damage == OnDamage::Refuse {
+        return Err(Error::usage(
+            ckpt.path.display(),
+            "does not match the checksum recorded when it was made (.xxh3 beside it): the checkpoint \
+             is damaged; to start the job afresh, run with --fresh-if-damaged (or remove it)",
+        ));
+    }
+    let aside = ckpt.set_damaged_aside()?;
+    log.warn(format_args!(
+        "{} is damaged (it does not match its checksum); kept as {}, the job starts afresh (--fresh-if-damaged)",
+        ckpt.path.display(),
+        aside.display()
+    ));
+    Ok(Found::Absent)
 }
 
 /// The checkpoint file: the last --ckpt, else PROGRAM as given + `.ckpt`.
@@ -214,6 +239,12 @@ impl Protocol for Condor {
         }
         match (ended.exit_code(), ended.signal()) {
             (_, Some(libc::SIGUSR2)) if self.ckpt.written_since(self.before) => {
+                if let Err(e) = self.ckpt.record_sum() {
+                    log.warn(format_args!(
+                        "{file}: cannot record its checksum ({}): the next restart goes unverified",
+                        crate::sys::strerror(e.raw_os_error())
+                    ));
+                }
                 protocol::checkpointed(self.ckpt_exit_code, self.exit_by_signal, file, log)
             }
             (_, Some(libc::SIGUSR2)) => {

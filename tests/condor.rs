@@ -422,3 +422,67 @@ fn under_htcondor_the_jobs_real_end_marks_stdout_and_stderr_changed() {
     assert_eq!(code, Some(0));
     assert_eq!((out, err), (1_000_000_000, 1_000_000_000));
 }
+
+#[test]
+fn a_checkpoint_is_recorded_with_its_checksum_and_a_damaged_one_never_restarted() {
+    let sandbox = Sandbox::with_job("ckpt-sum");
+    let once = |extra: &[&str]| {
+        let mut args = extra.to_vec();
+        args.extend(["--interval", "0.5", "./job", "1000", "10"]);
+        run(sandbox.ckptrun(args))
+    };
+    let out = once(&[]);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    // FILE.xxh3 is xxhsum's line: it checks by hand.
+    let check = std::process::Command::new("xxhsum")
+        .args(["-c", "job.ckpt.xxh3"])
+        .current_dir(&sandbox.dir)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+
+    // One byte changed: refused in one line, before the job runs.
+    let image = sandbox.path("job.ckpt");
+    let mut bytes = std::fs::read(&image).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&image, &bytes).unwrap();
+    let out = once(&[]);
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(
+        &out,
+        "does not match the checksum recorded when it was made",
+    );
+    assert_eq!(
+        std::fs::read(&image).unwrap(),
+        bytes,
+        "FILE is left as it is"
+    );
+    let again = once(&[]);
+    assert_eq!(again.code(), Some(125), "refused again: {}", again.stderr);
+
+    // Asked to, it starts afresh, the damaged one kept aside.
+    let out = once(&["--fresh-if-damaged"]);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("kept as ./job.ckpt.damaged"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read(sandbox.path("job.ckpt.damaged")).unwrap(),
+        bytes
+    );
+    assert!(!out.stderr.contains("resumed at step"), "{}", out.stderr);
+
+    // Without a recorded checksum (an older ckptrun's checkpoint), the
+    // restart goes ahead as before.
+    std::fs::remove_file(sandbox.path("job.ckpt.xxh3")).unwrap();
+    let out = once(&[]);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
+}
