@@ -954,3 +954,59 @@ fn a_missing_images_dir_is_one_line_and_leaves_nothing() {
     assert!(!life.path("out").exists() || std::fs::read(life.path("out")).unwrap().is_empty());
     assert_nothing_left(&life.sandbox);
 }
+
+/// Changes one byte in the middle of the first DMTCP image inside the
+/// archive `slot`, where GNU tar says it is: a bit flip on a disk or in
+/// a transfer.
+fn flip_image_byte(slot: &Path) {
+    let listing = Command::new("tar").arg("-tvRf").arg(slot).output().unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    let (block, size) = listing
+        .lines()
+        .filter(|l| l.ends_with(".dmtcp"))
+        .find_map(|l| {
+            let block: u64 = l.strip_prefix("block ")?.split(':').next()?.parse().ok()?;
+            let size: u64 = l.split_whitespace().nth(4)?.parse().ok()?;
+            Some((block, size))
+        })
+        .unwrap_or_else(|| panic!("no image in {listing}"));
+    let mut bytes = std::fs::read(slot).unwrap();
+    bytes[((block + 1) * 512 + size / 2) as usize] ^= 0x10;
+    std::fs::write(slot, bytes).unwrap();
+}
+
+#[test]
+fn a_damaged_image_is_never_restarted_from_the_generation_before_is() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = c_job(40);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    evict(&mut life, 6);
+    evict(&mut life, 14);
+    assert_eq!(generations(&life.sandbox, STORE), [1, 2]);
+    flip_image_byte(&slot_of(&life.sandbox, STORE, 2));
+    // Before: dmtcp_restart failed on the image ("gzip: invalid compressed
+    // data") and ckptrun died by SIGSEGV with the job.
+    let out = run_long_for(&life, life.command(&[]));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, life.log());
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert!(
+        lines[0].contains("generation 2 is damaged (member ckpt_")
+            && lines[0].contains("does not match its checksum"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        lines[1].contains("restarting from generation 1"),
+        "{}",
+        out.stderr
+    );
+    for (name, want) in &reference {
+        let got = std::fs::read(life.path(name)).unwrap();
+        assert!(got == *want, "{name} differs from an uninterrupted run's");
+    }
+    assert_nothing_left(&life.sandbox);
+}
