@@ -104,13 +104,7 @@ impl PathBuf {
 
 impl fmt::Display for PathBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for chunk in self.as_bytes().utf8_chunks() {
-            f.write_str(chunk.valid())?;
-            for _ in chunk.invalid() {
-                f.write_str("?")?;
-            }
-        }
-        Ok(())
+        crate::log::Lossy(self.as_bytes()).fmt(f)
     }
 }
 

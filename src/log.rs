@@ -19,6 +19,22 @@ use crate::sys;
 /// The longest line written; longer messages are cut (and end in `...`).
 const LINE_MAX: usize = 1024;
 
+/// Bytes shown as text without allocating (a name may be any bytes):
+/// what is not UTF-8 shows as `?`.
+pub struct Lossy<'a>(pub &'a [u8]);
+
+impl fmt::Display for Lossy<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            f.write_str(chunk.valid())?;
+            for _ in chunk.invalid() {
+                f.write_str("?")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 pub struct Log {
     file: Option<OwnedFd>,
     verbose: bool,

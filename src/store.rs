@@ -177,7 +177,8 @@ impl SlotName {
 
 impl fmt::Display for SlotName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.c().to_string_lossy())
+        // Shown after the job started: without allocating.
+        crate::log::Lossy(self.c().to_bytes()).fmt(f)
     }
 }
 
@@ -486,38 +487,53 @@ impl Store {
             .filter(|(_, s)| **s == SlotState::Bad)
             .fold(0u128, |m, (slot, _)| m | 1 << slot);
         let mut newer = below;
-        let mut skipped = false;
+        // The damaged generation last seen, said once the next is known.
+        let mut pending: Option<(u64, u32, Damage)> = None;
         while let Some((g, slot)) = slots.below(newer) {
             newer = Some(g);
-            let name = SlotName::new(&self.base, slot);
             let (file, meta) = self.open_slot(slot)?;
-            match check(file.as_fd(), &meta) {
-                Check::Intact => {}
-                Check::Unverified => log.warn(format_args!(
-                    "{}: generation {g} was written by an older ckptrun, without checksums: restored unverified",
-                    self.at(&name)
-                )),
-                Check::Damaged(why) => {
-                    log.warn(format_args!(
-                        "{}: generation {g} is damaged ({why}); it is not restored",
-                        self.at(&name)
-                    ));
-                    bad |= 1 << slot;
-                    skipped = true;
-                    continue;
+            let verdict = check(file.as_fd(), &meta);
+            if let Check::Damaged(why) = verdict {
+                bad |= 1 << slot;
+                if let Some(older) = pending.replace((g, slot, why)) {
+                    self.say_damaged(older, None, log);
                 }
+                continue;
             }
-            if skipped {
-                log.warn(format_args!(
-                    "restarting from generation {g} ({}): the job's work after it is lost",
-                    self.at(&name)
-                ));
+            match pending.take() {
+                Some(damaged) => self.say_damaged(damaged, Some((g, slot)), log),
+                None if matches!(verdict, Check::Unverified) => log.warn(format_args!(
+                    "{}: generation {g} was written by an older ckptrun, without checksums: restored unverified",
+                    self.at(&SlotName::new(&self.base, slot))
+                )),
+                None => {}
             }
             self.damaged.set(self.damaged.get() | bad);
             return Ok(Some((g, file)));
         }
+        if let Some(damaged) = pending {
+            self.say_damaged(damaged, None, log);
+        }
         self.damaged.set(self.damaged.get() | bad);
         Ok(None)
+    }
+
+    /// One line on stderr for a damaged generation, and the one restored
+    /// instead, if any: the user must learn that work was lost.
+    fn say_damaged(&self, (g, slot, why): (u64, u32, Damage), then: Option<(u64, u32)>, log: &Log) {
+        let name = SlotName::new(&self.base, slot);
+        match then {
+            Some((older, at)) => log.warn(format_args!(
+                "{}: generation {g} is damaged ({why}): restarting from generation {older} ({}), \
+                 the job's work after it is lost",
+                self.at(&name),
+                self.at(&SlotName::new(&self.base, at))
+            )),
+            None => log.warn(format_args!(
+                "{}: generation {g} is damaged ({why}); it is not restored",
+                self.at(&name)
+            )),
+        }
     }
 
     /// No generation is intact: refuse, or set the damaged ones aside in
@@ -843,8 +859,7 @@ impl Store {
         impl fmt::Display for Shown<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 let dir = dir_of(Path::new(&self.0.shown));
-                let base = archive::PathBuf::from(self.0.base.to_bytes())
-                    .unwrap_or(archive::PathBuf::new());
+                let base = crate::log::Lossy(self.0.base.to_bytes());
                 write!(f, "{}/.{base}", dir.display())
             }
         }
