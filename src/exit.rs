@@ -52,7 +52,7 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
     // A core_pattern that pipes to a program (systemd-coredump, apport)
     // ignores RLIMIT_CORE 0; a process that is not dumpable dumps nothing.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
-    sys::set_action(sig, &SigAction::default_action());
+    let _ = sys::set_action(sig, &SigAction::default_action());
     let _ = sys::kill(rustix::process::getpid().as_raw_nonzero().get(), sig);
     let mut only = SigSet::empty();
     only.add(sig);
