@@ -113,7 +113,9 @@ fn mark_sandbox(dir: &OwnedFd, not_outputs: &[OsString], log: &Log) {
         if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
             let times = later(stat.st_mtime);
             if let Err(e) = rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW) {
-                unmarked(name.to_string_lossy(), e, log);
+                // Displayed without allocating (to_string_lossy would,
+                // for a name that is not UTF-8).
+                unmarked(std::ffi::OsStr::from_bytes(bytes).display(), e, log);
             }
         }
     }
