@@ -260,6 +260,7 @@ impl Start<'_> {
         let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
+        #[cfg(debug_assertions)]
         let panic_for_test = internal_error::test_panic_requested();
 
         // From here on nothing allocates (debug builds abort if anything does).
@@ -283,6 +284,7 @@ impl Start<'_> {
             if allocate_for_test {
                 alloc_guard::allocate_for_test();
             }
+            #[cfg(debug_assertions)]
             if panic_for_test {
                 internal_error::panic_for_test();
             }

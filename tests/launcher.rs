@@ -585,29 +585,51 @@ fn every_build() -> [(&'static str, std::path::PathBuf); 3] {
 
 #[test]
 fn a_panic_is_one_line_then_an_abort() {
-    // A panic is a bug, but the user who meets one must still be told. The
-    // shipped builds compile a panic to a trap, which ckptrun's SIGILL
-    // handler reports; the debug build keeps std's panics, with a hook.
-    // Provoked once the job runs, where a bug would hurt most.
+    // A panic is a bug, but the user who meets one must still be told.
+    // Provoked once the job runs, where a bug would hurt most, through a
+    // hook only the debug build has (the shipped builds compile a panic
+    // to a trap, which ckptrun's SIGILL handler reports: the next test
+    // provokes one there).
     let sandbox = Sandbox::new("panic");
-    for (build, ckptrun) in every_build() {
+    let out = run(Command::new(CKPTRUN)
+        .args(["--mode", "init", "--", "sleep", "0.1"])
+        .current_dir(&sandbox.dir)
+        .env("CKPTRUN_TEST_PANIC_AFTER_SPAWN", "1"));
+    assert_eq!(
+        out.signal(),
+        Some(libc::SIGABRT),
+        "{:?} {}",
+        out.status,
+        out.stderr
+    );
+    assert_one_error_line(&out, "internal error: ");
+    assert!(out.stderr.contains("please report it"), "{}", out.stderr);
+}
+
+#[test]
+fn the_shipped_builds_have_no_test_panic_hook() {
+    // A job's environment must not be able to make the shipped ckptrun
+    // abort: the hook is not even in the binary.
+    let sandbox = Sandbox::new("no-panic-hook");
+    for (build, ckptrun) in every_build().into_iter().skip(1) {
+        let binary = std::fs::read(&ckptrun).unwrap();
+        let hook = b"CKPTRUN_TEST_PANIC_AFTER_SPAWN";
+        assert!(
+            !binary.windows(hook.len()).any(|w| w == hook),
+            "{build}: the hook's name is in the binary"
+        );
         let out = run(Command::new(&ckptrun)
-            .args(["--mode", "init", "--", "sleep", "0.1"])
+            .args(["--mode", "init", "--", "sh", "-c", "sleep 0.1; exit 7"])
             .current_dir(&sandbox.dir)
             .env("CKPTRUN_TEST_PANIC_AFTER_SPAWN", "1"));
         assert_eq!(
-            out.signal(),
-            Some(libc::SIGABRT),
+            out.code(),
+            Some(7),
             "{build}: {:?} {}",
             out.status,
             out.stderr
         );
-        assert_one_error_line(&out, "internal error: ");
-        assert!(
-            out.stderr.contains("please report it"),
-            "{build}: {}",
-            out.stderr
-        );
+        assert_eq!(out.stderr, "", "{build}");
     }
 }
 
