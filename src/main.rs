@@ -295,11 +295,14 @@ impl Start<'_> {
                 break (job, ended);
             }
         };
+        protocol.job_ended();
         if let Some(file) = &status_file {
             file.record(ended, log);
         }
+        // Before the end is judged: nothing the job left may still run
+        // (or write) while its end is weighed and a checkpoint committed.
         if let Some(grace) = config.kill_after {
-            supervise::end_leftovers(job, grace, proc_is_ours, log);
+            supervise::end_leftovers(job, grace, proc_is_ours, protocol, log);
         }
         let verdict = protocol.judge(ended, log);
         protocol.end(log);
