@@ -954,3 +954,33 @@ fn a_missing_images_dir_is_one_line_and_leaves_nothing() {
     assert!(!life.path("out").exists() || std::fs::read(life.path("out")).unwrap().is_empty());
     assert_nothing_left(&life.sandbox);
 }
+
+#[test]
+fn with_kill_after_an_eviction_still_commits_and_resumes() {
+    // --kill-after ends what the job left, the coordinator included,
+    // before its end is judged. With DMTCP, --kcheckpoint ends the
+    // computation only once every image is written: a job of several
+    // processes is still checkpointed (85), committed, and resumes to the
+    // uninterrupted output, with nothing left running.
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = worker_job(30);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    let mut run = start(life.command(&["--kill-after", "0.5"]));
+    wait_for_lines(&mut run, &life.path("out"), 6);
+    run.signal(libc::SIGTERM);
+    let out = run.finish();
+    assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, life.log());
+    assert_eq!(out.stderr, "", "{}", life.log());
+    assert_eq!(
+        generations(&life.sandbox, STORE).last(),
+        Some(&1),
+        "{}",
+        life.log()
+    );
+    assert_nothing_left(&life.sandbox);
+    life.move_on();
+    finish_and_compare(&mut life, &reference);
+}
