@@ -788,6 +788,10 @@ impl Protocol for Dmtcp<'_> {
         }
     }
 
+    fn job_ended(&mut self) {
+        self.job_ended = true;
+    }
+
     fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
         self.job_ended = true;
         if let Some((coordinator, _)) = self.lost.take() {

@@ -52,7 +52,7 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
     // A core_pattern that pipes to a program (systemd-coredump, apport)
     // ignores RLIMIT_CORE 0; a process that is not dumpable dumps nothing.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
-    sys::set_action(sig, &SigAction::default_action());
+    let _ = sys::set_action(sig, &SigAction::default_action());
     let _ = sys::kill(rustix::process::getpid().as_raw_nonzero().get(), sig);
     let mut only = SigSet::empty();
     only.add(sig);
@@ -113,7 +113,9 @@ fn mark_sandbox(dir: &OwnedFd, not_outputs: &[OsString], log: &Log) {
         if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
             let times = later(stat.st_mtime);
             if let Err(e) = rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW) {
-                unmarked(name.to_string_lossy(), e, log);
+                // Displayed without allocating (to_string_lossy would,
+                // for a name that is not UTF-8).
+                unmarked(std::ffi::OsStr::from_bytes(bytes).display(), e, log);
             }
         }
     }

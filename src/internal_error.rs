@@ -69,8 +69,11 @@ fn identity() -> &'static str {
 }
 
 /// `CKPTRUN_TEST_PANIC_AFTER_SPAWN`, for the tests only: panic once the job
-/// has started, to show a panic in the shipped build is one line. Read
-/// before the job starts (reading the environment allocates).
+/// has started, to show a panic is one line. Read before the job starts
+/// (reading the environment allocates). Debug builds only: the shipped
+/// build has no such hook (nothing in a job's environment can make it
+/// abort).
+#[cfg(debug_assertions)]
 pub fn test_panic_requested() -> bool {
     std::env::var_os("CKPTRUN_TEST_PANIC_AFTER_SPAWN").is_some()
 }
@@ -78,6 +81,7 @@ pub fn test_panic_requested() -> bool {
 /// Panics as a bug would (with a fixed message: a formatted one would
 /// allocate in std's panic path, which the debug build's guard refuses
 /// once the job runs).
+#[cfg(debug_assertions)]
 pub fn panic_for_test() {
     if std::hint::black_box(true) {
         panic!("the test panic CKPTRUN_TEST_PANIC_AFTER_SPAWN asked for");

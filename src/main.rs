@@ -261,6 +261,7 @@ impl Start<'_> {
         let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
         let allocate_for_test = alloc_guard::test_allocation_requested();
+        #[cfg(debug_assertions)]
         let panic_for_test = internal_error::test_panic_requested();
 
         // From here on nothing allocates (debug builds abort if anything does).
@@ -284,6 +285,7 @@ impl Start<'_> {
             if allocate_for_test {
                 alloc_guard::allocate_for_test();
             }
+            #[cfg(debug_assertions)]
             if panic_for_test {
                 internal_error::panic_for_test();
             }
@@ -294,11 +296,14 @@ impl Start<'_> {
                 break (job, ended);
             }
         };
+        protocol.job_ended();
         if let Some(file) = &status_file {
             file.record(ended, log);
         }
+        // Before the end is judged: nothing the job left may still run
+        // (or write) while its end is weighed and a checkpoint committed.
         if let Some(grace) = config.kill_after {
-            supervise::end_leftovers(job, grace, proc_is_ours, log);
+            supervise::end_leftovers(job, grace, proc_is_ours, protocol, log);
         }
         let verdict = protocol.judge(ended, log);
         protocol.end(log);

@@ -228,6 +228,10 @@ pub trait Protocol {
     /// A child that is not the job ended (a helper the protocol started,
     /// or an orphan ckptrun adopted); `raw` is its wait status.
     fn reaped(&mut self, _pid: Pid, _raw: i32, _log: &Log) {}
+    /// The job has ended for good (it is not started again): children
+    /// reaped from now on (`--kill-after` ends them before `judge`) end
+    /// with it, not while it runs.
+    fn job_ended(&mut self) {}
     /// ckptrun is about to exit (after `judge`, or when the job could not
     /// start): stop whatever the protocol started besides the job.
     fn end(&mut self, _log: &Log) {}

@@ -149,7 +149,7 @@ impl Inherited {
         let sigchld = sys::get_action(libc::SIGCHLD);
         let sigill = sys::get_action(libc::SIGILL);
         if sigchld.is_ignored() || sigchld.no_child_wait() {
-            sys::set_action(libc::SIGCHLD, &SigAction::default_action());
+            let _ = sys::set_action(libc::SIGCHLD, &SigAction::default_action());
         }
         let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
         Self {
@@ -161,13 +161,13 @@ impl Inherited {
     }
 
     /// Gives the calling process back what ckptrun inherited (dispositions
-    /// first: the mask may unblock a pending signal). Called by
-    /// the child between fork and exec: async-signal-safe (sigaction,
-    /// sigprocmask).
-    pub fn restore(&self) {
-        sys::set_action(libc::SIGCHLD, &self.sigchld);
-        sys::set_action(libc::SIGILL, &self.sigill);
-        sys::set_mask(libc::SIG_SETMASK, &self.mask);
+    /// first: the mask may unblock a pending signal); the errno of the
+    /// first call that failed. Called by the child between fork and exec:
+    /// async-signal-safe (sigaction, sigprocmask).
+    pub fn restore(&self) -> Result<(), core::ffi::c_int> {
+        sys::set_action(libc::SIGCHLD, &self.sigchld)?;
+        sys::set_action(libc::SIGILL, &self.sigill)?;
+        sys::try_set_mask(libc::SIG_SETMASK, &self.mask)
     }
 }
 

@@ -165,9 +165,13 @@ impl Command {
 /// Why the job did not start.
 #[derive(Clone, Copy, Debug)]
 pub enum SpawnError {
-    /// pipe(2) or fork(2) failed: ckptrun could not try.
+    /// pipe(2) or fork(2) failed, or the child could not prepare itself
+    /// (setpgid, prctl, sigaction, sigprocmask): ckptrun could not try.
     Launcher(i32),
-    /// execve(2) failed with this errno.
+    /// The child failed before exec and could not say why: its report
+    /// was lost or cut short.
+    Unreported,
+    /// execve(2) failed with this errno, or the redirection before it.
     Exec(i32),
 }
 
@@ -176,7 +180,7 @@ impl SpawnError {
     /// ckptrun could not even try.
     pub fn exit_code(self) -> u8 {
         match self {
-            SpawnError::Launcher(_) => error::LAUNCHER_FAILED,
+            SpawnError::Launcher(_) | SpawnError::Unreported => error::LAUNCHER_FAILED,
             SpawnError::Exec(libc::ENOENT | libc::ENOTDIR) => error::NOT_FOUND,
             SpawnError::Exec(_) => error::CANNOT_EXECUTE,
         }
@@ -188,6 +192,9 @@ impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             SpawnError::Launcher(errno) => write!(f, "cannot start it: {}", sys::strerror(errno)),
+            SpawnError::Unreported => f.write_str(
+                "cannot start it: the child failed before exec and could not report why",
+            ),
             SpawnError::Exec(errno) => f.write_str(sys::strerror(errno)),
         }
     }
@@ -223,25 +230,45 @@ pub fn spawn(
             // exists before the parent signals it, whichever runs first.
             // EACCES once the child has exec'd is expected.
             let _ = rustix::process::setpgid(RPid::from_raw(pid), RPid::from_raw(pid));
-            match read_errno(read_end) {
-                None => Ok(pid),
-                Some(errno) => {
-                    // The child _exit()ed after reporting: reap it.
-                    let _ = rustix::process::waitpid(
-                        RPid::from_raw(pid),
-                        rustix::process::WaitOptions::empty(),
-                    );
-                    Err(SpawnError::Exec(errno))
+            let failed = match read_report(read_end) {
+                Ok(None) if !lost_its_report(pid) => return Ok(pid),
+                Ok(None) => SpawnError::Unreported,
+                Ok(Some(e)) => e,
+                Err(errno) => {
+                    // Whether it exec'd cannot be told: it must not run
+                    // on unsupervised.
+                    let _ = sys::kill(pid, libc::SIGKILL);
+                    SpawnError::Launcher(errno)
                 }
-            }
+            };
+            // The child _exit()ed after reporting (or is killed): reap it.
+            let _ = rustix::process::waitpid(
+                RPid::from_raw(pid),
+                rustix::process::WaitOptions::empty(),
+            );
+            Err(failed)
         }
     }
 }
 
+/// What the child reports before it `_exit`s: the step that failed
+/// (`SETUP` or `EXEC`) and the errno, each a native-endian i32.
+const REPORT_LEN: usize = 8;
+/// setpgid, prctl, sigaction or sigprocmask failed.
+const SETUP: i32 = 1;
+/// The redirections (fchdir, dup2) or execve failed.
+const EXEC: i32 = 2;
+/// The child's exit status when it could not write its report. The
+/// parent then reads no byte, as after a successful exec, and tells the
+/// two apart by this status. LAUNCHER_FAILED, so that even a child seen
+/// only later (see `lost_its_report`) ends as "ckptrun could not try".
+const REPORT_LOST: i32 = crate::error::LAUNCHER_FAILED as i32;
+
 /// The child between fork and exec. Only async-signal-safe calls
-/// (signal-safety(7)): setpgid, tcsetpgrp, prctl, getppid, sigaction,
-/// sigprocmask, fchdir, dup2, execve, write, _exit. It touches only data prepared
-/// before fork and never allocates.
+/// (signal-safety(7)): prctl, getppid, setpgid, tcsetpgrp, getpid,
+/// sigaction, sigprocmask, fchdir, dup2, execve, write, _exit. It touches
+/// only data prepared before fork and never allocates. Every failure is
+/// reported to the parent through `report` (see `read_report`).
 fn exec_child(
     command: &Command,
     inherited: &Inherited,
@@ -252,7 +279,9 @@ fn exec_child(
     if command.dies_with_ckptrun {
         // Async-signal-safe: prctl(2), getppid(2). If ckptrun died before
         // the prctl, the signal will never come: go now.
-        let _ = sys::set_parent_death_signal(libc::SIGKILL);
+        if let Err(errno) = sys::set_parent_death_signal(libc::SIGKILL) {
+            fail(&report, SETUP, errno);
+        }
         if rustix::process::getppid() != Some(ckptrun) {
             sys::exit_now(crate::error::LAUNCHER_FAILED as i32);
         }
@@ -260,17 +289,24 @@ fn exec_child(
     // Async-signal-safe: setpgid(2). Its own group, so that a terminal's
     // job control and --pgroup signals reach the job and not ckptrun, and
     // so that a stop signal is not discarded as it would be in an orphaned
-    // group.
-    let _ = rustix::process::setpgid(None, None);
+    // group. A job left in ckptrun's group would get ckptrun's signals
+    // (and --pgroup ones would reach ckptrun): refused.
+    if let Err(e) = rustix::process::setpgid(None, None) {
+        fail(&report, SETUP, e.raw_os_error());
+    }
     if foreground {
-        // Async-signal-safe: tcsetpgrp(3) (an ioctl). SIGTTOU is still
-        // blocked here, so a background group may take the terminal.
+        // Async-signal-safe: tcsetpgrp(3) (an ioctl), getpid(2). SIGTTOU
+        // is still blocked here, so a background group may take the
+        // terminal. Not checked: a job that cannot have the terminal
+        // still runs, and is stopped (visibly) only if it reads it.
         let _ = rustix::termios::tcsetpgrp(rustix::stdio::stdin(), rustix::process::getpid());
     }
     // Async-signal-safe: sigaction(2), sigprocmask(2). The job gets the
     // signal mask and SIGCHLD disposition ckptrun inherited; every other
     // disposition ckptrun never changed, and exec keeps SIG_IGN.
-    inherited.restore();
+    if let Err(errno) = inherited.restore() {
+        fail(&report, SETUP, errno);
+    }
     // Async-signal-safe: fchdir(2), on a descriptor opened before fork.
     // Async-signal-safe: dup2(2). The sources are 3 or above, so none is
     // overwritten before it is copied; dup2 clears close-on-exec on 0-2.
@@ -287,15 +323,51 @@ fn exec_child(
         // Async-signal-safe: execve(2); returns only on failure.
         None => sys::execve(&command.path, &command.argv),
     };
-    // Async-signal-safe: write(2), _exit(2).
-    let _ = rustix::io::write(&report, &errno.to_ne_bytes());
-    sys::exit_now(crate::error::NOT_FOUND as i32)
+    fail(&report, EXEC, errno)
 }
 
-/// Reads the errno the child wrote, or `None` at end of file: the pipe
-/// closed on a successful exec.
-fn read_errno(pipe: OwnedFd) -> Option<i32> {
-    let mut buf = [0u8; 4];
-    let got = sys::read_fill(&pipe, &mut buf).unwrap_or(0);
-    (got == buf.len()).then(|| i32::from_ne_bytes(buf))
+/// The child's end after a failure: reports `step` and `errno` to the
+/// parent and `_exit`s; with status REPORT_LOST if the report could not
+/// be written whole. Async-signal-safe: write(2), _exit(2).
+fn fail(report: &OwnedFd, step: i32, errno: i32) -> ! {
+    let mut bytes = [0u8; REPORT_LEN];
+    bytes[..4].copy_from_slice(&step.to_ne_bytes());
+    bytes[4..].copy_from_slice(&errno.to_ne_bytes());
+    match sys::write_all(report, &bytes) {
+        Ok(()) => sys::exit_now(crate::error::NOT_FOUND as i32),
+        Err(_) => sys::exit_now(REPORT_LOST),
+    }
+}
+
+/// Reads the child's report: `None` at end of file with no byte, which is
+/// the pipe closed by a successful exec (or a child that could not write
+/// its report: see `lost_its_report`); a report cut short is
+/// `Unreported`. Err: the pipe could not be read.
+fn read_report(pipe: OwnedFd) -> Result<Option<SpawnError>, i32> {
+    let mut buf = [0u8; REPORT_LEN];
+    let got = sys::read_fill(&pipe, &mut buf).map_err(|e| e.raw_os_error())?;
+    let int = |at: usize| i32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+    Ok(match (got, int(0)) {
+        (0, _) => None,
+        (REPORT_LEN, SETUP) => Some(SpawnError::Launcher(int(4))),
+        (REPORT_LEN, EXEC) => Some(SpawnError::Exec(int(4))),
+        _ => Some(SpawnError::Unreported),
+    })
+}
+
+/// After an empty report: whether the child has already exited with
+/// REPORT_LOST, not exec'd. Looked at without reaping (WNOWAIT), so that
+/// an exec'd job's own end is left for the supervisor. A child still
+/// between closing the pipe and becoming a zombie is not seen here: it is
+/// then reaped as the job, which "exited 125", as ckptrun would say too.
+fn lost_its_report(pid: Pid) -> bool {
+    use rustix::process::{WaitId, WaitIdOptions};
+    let Some(pid) = RPid::from_raw(pid) else {
+        return false;
+    };
+    let peek = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    rustix::process::waitid(WaitId::Pid(pid), peek)
+        .ok()
+        .flatten()
+        .is_some_and(|status| status.exit_status() == Some(REPORT_LOST))
 }

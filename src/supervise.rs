@@ -43,13 +43,22 @@ pub fn adopt_orphans(log: &Log) {
 /// orphans are our children now (we are their subreaper), and so become
 /// the orphans of those we end: SIGTERM them all, and the job's process
 /// group, rescanning as new ones are reparented to us; SIGKILL what is
-/// left after `grace`. Returns when no child is left. Does not allocate.
+/// left after `grace`. Every child counts, those ckptrun was exec'd with
+/// too (they are its children as much). Returns when no child is left,
+/// each reaped and `protocol` told (dmtcp mode's coordinator and helpers
+/// among them: it must not signal their pids again). Does not allocate.
 /// `proc_is_ours` says whether /proc shows our PID namespace (see
 /// `procfs::is_ours`); if not, only the job's process group is signalled.
 /// Not inlined: its 4 KiB buffer is then on the stack only with
 /// --kill-after, not in every run.
 #[inline(never)]
-pub fn end_leftovers(job: Pid, grace: Duration, proc_is_ours: bool, log: &Log) {
+pub fn end_leftovers(
+    job: Pid,
+    grace: Duration,
+    proc_is_ours: bool,
+    protocol: &mut dyn Protocol,
+    log: &Log,
+) {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut buf = [0u8; 4096];
     let _ = sys::kill(-job, libc::SIGTERM);
@@ -94,22 +103,33 @@ pub fn end_leftovers(job: Pid, grace: Duration, proc_is_ours: bool, log: &Log) {
         }
         // Reap what has ended, then look again shortly (a SIGCHLD wakes us
         // sooner). Other signals are not forwarded now: the job is gone.
-        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+        reap_all(protocol, log);
         let _ = sys::wait_signal(&SigSet::full(), Some(Duration::from_millis(20)));
-        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+        reap_all(protocol, log);
+    }
+}
+
+/// Reaps every child that has ended, and tells `protocol` of each.
+fn reap_all(protocol: &mut dyn Protocol, log: &Log) {
+    while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
+        protocol.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
     }
 }
 
 /// The job has ended and said it is done: SIGKILL what is left of its
 /// process group and reap it, so that none of it still runs (or finishes
 /// a write) afterwards. Bounded: a process stuck in the kernel is waited
-/// for END_GRACE at most. Processes that left the group are not touched.
-/// Does not allocate.
+/// for END_GRACE at most. Processes that left the group are not touched,
+/// nor reaped: a child outside it (dmtcp mode's coordinator, a helper) is
+/// the protocol's to reap, which must hear of its end. Does not allocate.
 pub fn end_group(pgid: Pid, log: &Log) {
     let give_up = Instant::now() + END_GRACE;
+    let Some(group) = rustix::process::Pid::from_raw(pgid) else {
+        return;
+    };
     while sys::kill(-pgid, libc::SIGKILL).is_ok() {
         // Members are gone only once reaped (they are our children now).
-        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+        while let Ok(Some(_)) = rustix::process::waitpgid(group, WaitOptions::NOHANG) {}
         if sys::kill(-pgid, 0).is_err() {
             return;
         }

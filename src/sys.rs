@@ -5,8 +5,8 @@
 //! is sound; the rest of ckptrun is safe Rust.
 //!
 //! Every function here that the child calls between `fork` and `exec` is
-//! async-signal-safe (signal-safety(7)): sigaction, sigprocmask, execve,
-//! _exit, and the errno read.
+//! async-signal-safe (signal-safety(7)): prctl, sigaction, sigprocmask,
+//! execve, write, _exit, and the errno read.
 
 use core::ffi::{CStr, c_char, c_int};
 use core::mem::MaybeUninit;
@@ -89,6 +89,18 @@ pub fn set_mask(how: c_int, set: &SigSet) -> SigSet {
     old
 }
 
+/// Replaces this thread's signal mask (sigprocmask(2) through
+/// pthread_sigmask(3); async-signal-safe), saying if it failed: for the
+/// child between fork and exec, which reports any failure.
+pub fn try_set_mask(how: c_int, set: &SigSet) -> Result<(), c_int> {
+    // SAFETY: a valid sigset_t we own; a null old pointer is allowed.
+    match unsafe { libc::pthread_sigmask(how, &set.0, core::ptr::null_mut()) } {
+        0 => Ok(()),
+        // pthread_sigmask returns the error number, not -1.
+        errno => Err(errno),
+    }
+}
+
 /// A signal disposition (`struct sigaction`), kept only to be restored.
 #[derive(Clone, Copy)]
 pub struct SigAction(libc::sigaction);
@@ -120,11 +132,15 @@ pub fn get_action(sig: Sig) -> SigAction {
     old
 }
 
-/// Installs a disposition (sigaction(2); async-signal-safe).
-pub fn set_action(sig: Sig, action: &SigAction) {
+/// Installs a disposition (sigaction(2); async-signal-safe); the errno
+/// if it failed.
+pub fn set_action(sig: Sig, action: &SigAction) -> Result<(), c_int> {
     // SAFETY: `action` is a valid sigaction holding SIG_DFL, SIG_IGN or a
     // value the kernel itself gave us; a null old pointer is allowed.
-    unsafe { libc::sigaction(sig, &action.0, core::ptr::null_mut()) };
+    match unsafe { libc::sigaction(sig, &action.0, core::ptr::null_mut()) } {
+        0 => Ok(()),
+        _ => Err(errno()),
+    }
 }
 
 /// A signal taken from the queue.

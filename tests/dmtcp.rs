@@ -577,3 +577,130 @@ fn an_eviction_whose_request_straddles_the_join_is_exact() {
     );
     assert_nothing_left(&sandbox);
 }
+
+/// `cmd` (a ckptrun) run under `strace -o TRACE`, tracing the signals
+/// ckptrun sends, the children it reaps and the ones it forks (its
+/// children are not traced); started through `exec_from` (a command that
+/// ends by exec'ing its arguments), if not empty.
+fn under_strace(cmd: &Command, trace: &Path, exec_from: &[&str]) -> Command {
+    let mut strace = Command::new("strace");
+    strace
+        .arg("-o")
+        .arg(trace)
+        .args(["-e", "trace=kill,wait4,fork,vfork,clone,clone3", "--"])
+        .args(exec_from)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => strace.env(k, v),
+            None => strace.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        strace.current_dir(dir);
+    }
+    strace
+}
+
+/// The `kill(PID, SIG)` calls in an strace output that signal a pid
+/// already reaped (`wait4(...) = PID`) and not forked again since.
+fn signals_to_reaped_pids(trace: &str) -> Vec<String> {
+    let mut reaped = std::collections::HashSet::new();
+    let mut wrong = Vec::new();
+    for line in trace.lines() {
+        let result = line
+            .rsplit_once(" = ")
+            .and_then(|(_, r)| r.split_whitespace().next()?.parse::<i32>().ok());
+        if line.starts_with("wait4(") && result.is_some_and(|p| p > 0) {
+            reaped.insert(result.unwrap());
+        } else if ["fork(", "vfork(", "clone(", "clone3("]
+            .iter()
+            .any(|f| line.starts_with(f))
+        {
+            result.map(|p| reaped.remove(&p));
+        } else if let Some(args) = line.strip_prefix("kill(") {
+            let mut args = args.split([',', ')']).map(str::trim);
+            let pid = args.next().and_then(|p| p.parse::<i32>().ok());
+            let sig = args.next().unwrap_or("0");
+            if sig != "0" && pid.is_some_and(|p| reaped.contains(&p)) {
+                wrong.push(line.to_string());
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn kill_after_ends_leftovers_before_the_end_is_judged_and_signals_no_reaped_pid() {
+    // --kill-after: at an eviction, what is left when the job has ended
+    // (here the coordinator, its restart script still to come) is ended
+    // and reaped before the end is judged, and the protocol hears of it:
+    // the checkpoint cannot complete any more, which is said at once (124,
+    // nothing committed), not after waiting 30 s for a coordinator already
+    // reaped. And the pids ckptrun has reaped are never signalled again:
+    // they may be someone else's by then.
+    let sandbox = sandbox("kill-after");
+    let trace = sandbox.path("trace");
+    let mut cmd = dmtcp(&sandbox, &["--kill-after", "0.1"], 200, 10);
+    cmd.env("FAKE_DMTCP_SCRIPT_DELAY_MS", "3000");
+    let mut running = started(under_strace(&cmd, &trace, &[]), &sandbox);
+    wait_for_lines(&mut running, &sandbox.path("out"), 3);
+    let ckptrun = first_child(running.pid());
+    signal(ckptrun, libc::SIGTERM);
+    let asked = Instant::now();
+    let out = running.finish();
+    assert_eq!(out.code(), Some(124), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("ended before its checkpoint was complete"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    let committed = generations(&sandbox.dir, STORE);
+    assert!(committed.iter().all(|&g| g == 0), "{committed:?}");
+    let wrong = signals_to_reaped_pids(&read(&trace));
+    assert!(wrong.is_empty(), "signalled after reaping: {wrong:?}");
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn the_end_signals_no_pid_ckptrun_has_reaped() {
+    // At the job's end ckptrun kills what is left of its process group
+    // (here the job's child) and reaps it, then ends the coordinator and
+    // the helpers. Reaping any child there (the coordinator, which exits
+    // as the job ends, among them) without telling the protocol left the
+    // coordinator's pid to be SIGKILLed afterwards, when it may be
+    // someone else's: whenever a child outlived the job, here one ckptrun
+    // was exec'd with (not ckptrun's to end without --kill-after). Several
+    // runs: the coordinator's exit races the job's.
+    let sandbox = sandbox("no-reaped-pid");
+    let trace = sandbox.path("trace");
+    for round in 0..12 {
+        let _ = std::fs::remove_file(&trace);
+        let mut cmd = dmtcp(&sandbox, &[], 3, 1);
+        // A process left in the job's group, for ckptrun to end.
+        cmd.env("DMTCP_JOB_CHILD", "1");
+        // A child of ckptrun's from before it was exec'd, which outlives
+        // the job.
+        let before_exec = "sleep 30 >/dev/null 2>&1 & echo $! > before; exec \"$0\" \"$@\"";
+        let mut cmd = under_strace(&cmd, &trace, &["sh", "-c", before_exec]);
+        let out = run(&mut cmd);
+        let before: i32 = read(sandbox.path("before")).trim().parse().unwrap();
+        signal(before, libc::SIGKILL);
+        assert_eq!(out.code(), Some(0), "round {round}: {}", out.stderr);
+        let wrong = signals_to_reaped_pids(&read(&trace));
+        assert!(
+            wrong.is_empty(),
+            "round {round}: signalled after reaping, {} times: {:?}",
+            wrong.len(),
+            wrong.first()
+        );
+        assert_nothing_left(&sandbox);
+    }
+}

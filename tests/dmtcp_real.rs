@@ -1005,3 +1005,33 @@ fn a_damaged_image_is_never_restarted_from_the_generation_before_is() {
     }
     assert_nothing_left(&life.sandbox);
 }
+
+#[test]
+fn with_kill_after_an_eviction_still_commits_and_resumes() {
+    // --kill-after ends what the job left, the coordinator included,
+    // before its end is judged. With DMTCP, --kcheckpoint ends the
+    // computation only once every image is written: a job of several
+    // processes is still checkpointed (85), committed, and resumes to the
+    // uninterrupted output, with nothing left running.
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = worker_job(30);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    let mut run = start(life.command(&["--kill-after", "0.5"]));
+    wait_for_lines(&mut run, &life.path("out"), 6);
+    run.signal(libc::SIGTERM);
+    let out = run.finish();
+    assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, life.log());
+    assert_eq!(out.stderr, "", "{}", life.log());
+    assert_eq!(
+        generations(&life.sandbox, STORE).last(),
+        Some(&1),
+        "{}",
+        life.log()
+    );
+    assert_nothing_left(&life.sandbox);
+    life.move_on();
+    finish_and_compare(&mut life, &reference);
+}

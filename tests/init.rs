@@ -378,3 +378,48 @@ fn kill_after_does_not_trust_a_proc_of_another_namespace() {
         out.stderr
     );
 }
+
+#[test]
+fn kill_after_ends_the_children_ckptrun_was_execd_with() {
+    // A process that was its parent's child before that parent exec'd
+    // ckptrun is ckptrun's child too: as subreaper and as PID 1 ckptrun
+    // ends it (SIGTERM first: it says so in a file) and reaps it before it
+    // exits, as it does the job's leftovers. Killed only by the PID
+    // namespace's end, it would never write the file.
+    let leftover = "trap 'echo ended > ended; exit 0' TERM; echo $$ > pid; \
+                    while :; do sleep 0.05; done";
+    for pid_1 in [false, true] {
+        let sandbox = Sandbox::new(&format!("execd-with-{pid_1}"));
+        let script = format!(
+            "sh -c \"$1\" & while [ ! -s pid ]; do sleep 0.01; done; \
+             exec '{CKPTRUN}' --mode init --kill-after 2 -- true"
+        );
+        let mut cmd = if pid_1 {
+            let mut unshare = pid_namespace();
+            unshare.arg("sh");
+            unshare
+        } else {
+            std::process::Command::new("sh")
+        };
+        cmd.args(["-c", &script, "sh", leftover])
+            .current_dir(&sandbox.dir);
+        let out = run(&mut cmd);
+        assert_eq!(out.code(), Some(0), "PID 1 {pid_1}: {}", out.stderr);
+        let ended = sandbox.path("ended").exists();
+        if !pid_1 {
+            let pid: i32 = std::fs::read_to_string(sandbox.path("pid"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            if alive(pid) {
+                signal(pid, libc::SIGKILL);
+                panic!("the child ckptrun was exec'd with outlived it");
+            }
+        }
+        assert!(
+            ended,
+            "PID 1 {pid_1}: the child ckptrun was exec'd with was not ended"
+        );
+    }
+}

@@ -585,29 +585,51 @@ fn every_build() -> [(&'static str, std::path::PathBuf); 3] {
 
 #[test]
 fn a_panic_is_one_line_then_an_abort() {
-    // A panic is a bug, but the user who meets one must still be told. The
-    // shipped builds compile a panic to a trap, which ckptrun's SIGILL
-    // handler reports; the debug build keeps std's panics, with a hook.
-    // Provoked once the job runs, where a bug would hurt most.
+    // A panic is a bug, but the user who meets one must still be told.
+    // Provoked once the job runs, where a bug would hurt most, through a
+    // hook only the debug build has (the shipped builds compile a panic
+    // to a trap, which ckptrun's SIGILL handler reports: the next test
+    // provokes one there).
     let sandbox = Sandbox::new("panic");
-    for (build, ckptrun) in every_build() {
+    let out = run(Command::new(CKPTRUN)
+        .args(["--mode", "init", "--", "sleep", "0.1"])
+        .current_dir(&sandbox.dir)
+        .env("CKPTRUN_TEST_PANIC_AFTER_SPAWN", "1"));
+    assert_eq!(
+        out.signal(),
+        Some(libc::SIGABRT),
+        "{:?} {}",
+        out.status,
+        out.stderr
+    );
+    assert_one_error_line(&out, "internal error: ");
+    assert!(out.stderr.contains("please report it"), "{}", out.stderr);
+}
+
+#[test]
+fn the_shipped_builds_have_no_test_panic_hook() {
+    // A job's environment must not be able to make the shipped ckptrun
+    // abort: the hook is not even in the binary.
+    let sandbox = Sandbox::new("no-panic-hook");
+    for (build, ckptrun) in every_build().into_iter().skip(1) {
+        let binary = std::fs::read(&ckptrun).unwrap();
+        let hook = b"CKPTRUN_TEST_PANIC_AFTER_SPAWN";
+        assert!(
+            !binary.windows(hook.len()).any(|w| w == hook),
+            "{build}: the hook's name is in the binary"
+        );
         let out = run(Command::new(&ckptrun)
-            .args(["--mode", "init", "--", "sleep", "0.1"])
+            .args(["--mode", "init", "--", "sh", "-c", "sleep 0.1; exit 7"])
             .current_dir(&sandbox.dir)
             .env("CKPTRUN_TEST_PANIC_AFTER_SPAWN", "1"));
         assert_eq!(
-            out.signal(),
-            Some(libc::SIGABRT),
+            out.code(),
+            Some(7),
             "{build}: {:?} {}",
             out.status,
             out.stderr
         );
-        assert_one_error_line(&out, "internal error: ");
-        assert!(
-            out.stderr.contains("please report it"),
-            "{build}: {}",
-            out.stderr
-        );
+        assert_eq!(out.stderr, "", "{build}");
     }
 }
 
@@ -676,5 +698,82 @@ fn the_shipped_builds_supervise_in_at_most_240_kb() {
             .collect();
         peaks.sort();
         assert!(peaks[1] <= 240, "{build}: VmHWM {peaks:?} kB");
+    }
+}
+
+/// `ckptrun --mode init --log ckptrun.log -- JOB` under `strace -f` with
+/// `faults` (`-e inject=...`; strace counts a syscall's calls per process,
+/// so `when=1` is the first call in ckptrun and the first in its child).
+/// The log file has ckptrun's messages even when its stderr write is
+/// the one a fault hits.
+fn with_faults(sandbox: &Sandbox, faults: &[&str], job: &str) -> (Finished, String) {
+    let mut strace = Command::new("strace");
+    strace
+        .args(["-f", "-qq", "-o", "/dev/null"])
+        .args(faults.iter().flat_map(|f| ["-e", f]))
+        .args([CKPTRUN, "--mode", "init", "--log", "ckptrun.log", "--", job])
+        .current_dir(&sandbox.dir);
+    let out = run(&mut strace);
+    let log = std::fs::read_to_string(sandbox.path("ckptrun.log")).unwrap_or_default();
+    let _ = std::fs::remove_file(sandbox.path("ckptrun.log"));
+    (out, log)
+}
+
+#[test]
+fn a_failure_between_fork_and_exec_is_reported_not_taken_for_the_job() {
+    let sandbox = Sandbox::new("child-faults");
+    // Found and executable, but no format the kernel runs: execve fails
+    // (ENOEXEC), and the child reports it.
+    let garbage = sandbox.path("garbage");
+    std::fs::write(&garbage, "not a program\n").unwrap();
+    std::fs::set_permissions(
+        &garbage,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let garbage = garbage.to_str().unwrap();
+    let (out, log) = with_faults(&sandbox, &[], garbage);
+    assert_eq!(out.code(), Some(126), "{}", out.stderr);
+    assert!(log.contains("Exec format error"), "{log}");
+    let not_started = "cannot start it";
+    let cases: [(&str, &[&str], &str, &str); 4] = [
+        // The job left in ckptrun's process group would get ckptrun's
+        // signals; it ran so.
+        (
+            "setpgid",
+            &["inject=setpgid:error=EPERM:when=1"],
+            "true",
+            "Operation not permitted",
+        ),
+        // The signal state ckptrun inherited not handed back.
+        (
+            "sigaction",
+            &["inject=rt_sigaction:error=EINVAL:when=1"],
+            "true",
+            "Invalid argument",
+        ),
+        // The child's report lost: it was taken for an exec that worked,
+        // and the child's own exit (127) for the job's.
+        (
+            "lost report",
+            &["inject=write:error=EIO:when=1"],
+            garbage,
+            "could not report why",
+        ),
+        // The report cut short: taken for success too.
+        (
+            "short report",
+            &["inject=write:retval=2:when=1"],
+            garbage,
+            "could not report why",
+        ),
+    ];
+    for (what, faults, job, why) in cases {
+        let (out, log) = with_faults(&sandbox, faults, job);
+        assert_eq!(out.code(), Some(125), "{what}: {}{log}", out.stderr);
+        assert!(
+            log.contains(not_started) && log.contains(why),
+            "{what}: {log}"
+        );
     }
 }
