@@ -16,6 +16,11 @@
 //! (`condor_submit -append` may set the file's own macros, such as
 //! `interval`), then waits on the job log's events (never on JobStatus,
 //! which lags), vacates, and reads what came back.
+//!
+//! Below the pool: what the tests of tests/htcondor.rs and
+//! tests/fault_storm.rs share, the submit directories of each mode, waits
+//! on ckptrun's log and the checks of what came back. A test binary that
+//! has `mod pool` has `mod common` too.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -413,4 +418,130 @@ pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// How long a job may take to start (2-5 s here), or to end.
+pub const START: Duration = Duration::from_secs(60);
+pub const RUN: Duration = Duration::from_secs(120);
+
+/// A submit directory for examples/htcondor/condor.sub: ckptrun and the
+/// condor_compile'd stand-in, as the file expects them.
+pub fn condor_dir(name: &str) -> Option<SubmitDir> {
+    let dir = pool()?.submit_dir(name);
+    dir.copy_in(crate::common::CKPTRUN, "ckptrun")
+        .copy_in(crate::common::fixture(), "condor_job");
+    Some(dir)
+}
+
+/// Lines of ckptrun's --log (ckptrun.log) that contain `needle`.
+pub fn log_lines<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
+    log.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// Waits until ckptrun in `sandbox` has started the job `starts` times
+/// (its log says `started` that often).
+pub fn wait_started(sandbox: &Path, starts: usize) {
+    let log = sandbox.join("ckptrun.log");
+    wait_until(
+        &format!("{} says started x{starts}", log.display()),
+        RUN,
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            log_lines(&text, "started ").len() >= starts
+        },
+    );
+}
+
+/// HTCondor's output and error files and every other file the job left
+/// are identical in both directories; ckptrun's log, the job log, the
+/// submit file and the checkpoint (whose step depends on timing) aside.
+pub fn same_outputs(run: &SubmitDir, reference: &SubmitDir, skip: &[&str]) {
+    // Directories are inputs (DMTCP's tree): HTCondor brings none back.
+    let skip = |name: &str| {
+        ["ckptrun.log", "job.log"].contains(&name)
+            || name.ends_with(".sub")
+            || skip.contains(&name)
+            || run.path(name).is_dir()
+    };
+    let names: Vec<String> = run.names().into_iter().filter(|n| !skip(n)).collect();
+    let want: Vec<String> = reference.names().into_iter().filter(|n| !skip(n)).collect();
+    assert_eq!(names, want, "the files that came back differ");
+    for name in &names {
+        let (got, want) = (run.read(name), reference.read(name));
+        assert!(
+            got == want,
+            "{name} differs from the uninterrupted run's:\n--- got\n{}\n--- want\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    for name in ["job.out", "job.err"] {
+        assert!(names.iter().any(|n| n == name), "{name} did not come back");
+    }
+}
+
+/// The job's end, which must be exit 0.
+pub fn succeeds(job: &Job<'_>) {
+    let code = job.exit_code(RUN);
+    assert_eq!(
+        code,
+        0,
+        "job {} exited {code}; ckptrun.log:\n{}",
+        job.id,
+        job.dir.read_text("ckptrun.log")
+    );
+}
+
+/// A submit directory for examples/htcondor/self.sub: ckptrun and the
+/// self-checkpointing stand-in.
+pub fn self_dir(name: &str) -> Option<SubmitDir> {
+    let dir = pool()?.submit_dir(name);
+    dir.copy_in(crate::common::CKPTRUN, "ckptrun")
+        .copy_in(crate::common::self_fixture(), "self_job");
+    Some(dir)
+}
+
+/// A submit directory for examples/htcondor/dmtcp.sub: ckptrun, the C
+/// counter and DMTCP's install tree, as the README says to lay them out.
+pub fn dmtcp_dir(name: &str) -> Option<SubmitDir> {
+    let pool = pool()?;
+    let bin = crate::common::real_dmtcp("htcondor")?;
+    let dir = pool.submit_dir(name);
+    dir.copy_in(crate::common::CKPTRUN, "ckptrun")
+        .copy_in(crate::common::dmtcp_counter(), "counter")
+        .copy_tree_in(bin.parent().unwrap(), "dmtcp");
+    Some(dir)
+}
+
+/// The store's slot files (whose generation numbers depend on timing),
+/// and self mode's working copy of the job's state.
+pub const STORE_FILES: [&str; 3] = ["ckptrun.store.0", "ckptrun.store.1", "state"];
+
+/// The log says each restart resumed from the generation the run before
+/// committed: `committed generation N` then `restart from generation N`.
+/// Returns the generations restarted from, in order.
+pub fn restarts_follow_commits(log: &str) -> Vec<u64> {
+    let number = |line: &str, after: &str| -> Option<u64> {
+        line.split(after)
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let mut committed = None;
+    let mut restarted = Vec::new();
+    for line in log.lines() {
+        if let Some(g) = number(line, "committed generation ") {
+            committed = Some(g);
+        } else if let Some(g) = number(line, "restart from generation ") {
+            assert_eq!(
+                Some(g),
+                committed,
+                "a restart not from the last generation committed:\n{log}"
+            );
+            restarted.push(g);
+        }
+    }
+    restarted
 }
