@@ -138,6 +138,7 @@ fn jobs_of_every_mode_survive_a_storm_of_vacates_crashes_and_holds() {
     }
     let seed = std::env::var("CKPTRUN_STORM_SEED")
         .ok()
+        .filter(|s| !s.is_empty())
         .map(|s| s.parse().expect("CKPTRUN_STORM_SEED is a number"))
         .unwrap_or_else(clock_seed);
     eprintln!("storm seed: {seed} (rerun with CKPTRUN_STORM_SEED={seed})");
