@@ -309,11 +309,18 @@ fn strike(job: &Job<'_>, mode: &str, plan: &[Strike]) -> (Vec<Fault>, usize) {
         let sent = match s.fault {
             Fault::Vacate => tool(job, "condor_vacate_job", &[]),
             Fault::VacateFast => tool(job, "condor_vacate_job", &["-fast"]),
-            Fault::Crash => job.crash_node(&run).is_some_and(|killed| {
-                let names: Vec<String> = killed.iter().map(|(p, n)| format!("{n} {p}")).collect();
-                eprintln!("storm: {mode}: node crash killed {}", names.join(", "));
-                true
-            }),
+            Fault::Crash => match job.crash_node(&run) {
+                Some(killed) => {
+                    let names: Vec<String> =
+                        killed.iter().map(|(p, n)| format!("{n} {p}")).collect();
+                    eprintln!("storm: {mode}: node crash killed {}", names.join(", "));
+                    true
+                }
+                None => {
+                    eprintln!("storm: {mode}: no condor_starter runs {}", run.text);
+                    false
+                }
+            },
             Fault::HoldRelease => tool(job, "condor_hold", &[]),
         };
         let next = match s.fault {
