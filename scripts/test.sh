@@ -6,17 +6,19 @@
 # builds (tests/common: ckptrun_release); plus clippy and rustfmt.
 # Needs root (or CAP_SYS_ADMIN) for the PID-namespace test, as CI has.
 #
-# The end-to-end tests (tests/htcondor.rs) run in a real HTCondor pool
-# that this script starts with ../shared/tools/htcondor-pool.sh
-# (HTCONDOR_POOL_SCRIPT to use another copy) in a directory and on a
-# port of its own, and stops whatever happens. Without a pool they are
-# skipped, saying so; with CI set, a pool that cannot start is a failure.
+# The end-to-end tests (tests/htcondor.rs, and the fault storm of
+# tests/fault_storm.rs) run in a real HTCondor pool that this script
+# starts with ../shared/tools/htcondor-pool.sh (HTCONDOR_POOL_SCRIPT to
+# use another copy) in a directory and on a port of its own, and stops
+# whatever happens. Without a pool they are skipped, saying so; with CI
+# set, a pool that cannot start is a failure.
 #
 # The tests of --mode dmtcp (tests/dmtcp_real.rs, tests/dmtcp_harness.rs,
-# tests/htcondor.rs) run against the real DMTCP 4.2.0, which this script
-# builds once with ../shared/tools/real-dmtcp.sh (DMTCP_BUILD_SCRIPT to
-# use another copy) into $CKPTRUN_DMTCP [/tmp/ckptrun-dmtcp-4.2.0]; the
-# same rule: skipped and said so without it, a failure under CI.
+# tests/htcondor.rs, tests/fault_storm.rs) run against the real DMTCP
+# 4.2.0, which this script builds once with ../shared/tools/real-dmtcp.sh
+# (DMTCP_BUILD_SCRIPT to use another copy) into $CKPTRUN_DMTCP
+# [/tmp/ckptrun-dmtcp-4.2.0]; the same rule: skipped and said so without
+# it, a failure under CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -68,7 +70,7 @@ start_pool() {
         # 8 cpus: the jobs mostly sleep, and run side by side.
         if pool_env=$(COLLECTOR_PORT=$port NUM_CPUS=8 "$pool_script" start "$pool_dir" 2>"$log"); then
             rm -f "$log"
-            echo "test.sh: HTCondor pool for tests/htcondor.rs in $pool_dir, collector 127.0.0.1:$port"
+            echo "test.sh: HTCondor pool for tests/htcondor.rs and tests/fault_storm.rs in $pool_dir, collector 127.0.0.1:$port"
             return 0
         fi
         why=$(tail -1 "$log")
@@ -87,7 +89,7 @@ elif [ -n "${CI:-}" ]; then
     echo "test.sh: CI is set and the HTCondor pool did not start: $why" >&2
     exit 1
 else
-    skipped="test.sh: HTCondor end-to-end tests (tests/htcondor.rs) SKIPPED: the pool did not start: $why"
+    skipped="test.sh: HTCondor end-to-end tests (tests/htcondor.rs, tests/fault_storm.rs) SKIPPED: the pool did not start: $why"
     echo "$skipped" >&2
 fi
 

@@ -254,7 +254,7 @@ impl Coordinator {
     }
 
     /// `dmtcp_command --coord-host H --coord-port P VERB...`, ready to
-    /// spawn; its standard output into `capture` if given.
+    /// spawn; its standard output and error into `capture` if given.
     pub fn command(
         &self,
         tool: &Path,

@@ -85,10 +85,16 @@ impl Stdio {
         Ok(Self([Some(null()?), Some(null()?), err]))
     }
 
-    /// As `helper`, but standard output into `out` (a pipe ckptrun reads).
+    /// As `helper`, but standard output and error into `out` (a pipe
+    /// ckptrun reads): for a question asked again and again (`--status`),
+    /// which fails, saying so on standard error, when the computation ends
+    /// meanwhile and its coordinator with it. ckptrun expects that, and
+    /// HTCondor's error file is no place for it.
     pub fn capture(out: OwnedFd) -> Result<Self, Error> {
         let mut stdio = Self::helper()?;
-        stdio.0[1] = Some(above_stdio(out).map_err(|e| Error::os("a pipe", e))?);
+        let out = above_stdio(out).map_err(|e| Error::os("a pipe", e))?;
+        stdio.0[2] = Some(above_stdio_dup(out.as_fd()).map_err(|e| Error::os("a pipe", e))?);
+        stdio.0[1] = Some(out);
         Ok(stdio)
     }
 }

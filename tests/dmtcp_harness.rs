@@ -969,48 +969,12 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Live processes of the harness's jobs: running a program from `base`,
-/// or in a directory under it (a restored process runs `mtcp_restart`),
-/// or naming it in their arguments (the coordinator's port file).
-fn processes_under(base: &Path) -> Vec<(i32, String)> {
-    let base_text = base.to_string_lossy().into_owned();
-    let mut found = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if !common::alive(pid) {
-            continue;
-        }
-        let under = |link: &str| {
-            fs::read_link(entry.path().join(link))
-                .is_ok_and(|p| p.to_string_lossy().starts_with(&base_text))
-        };
-        let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if under("exe") || under("cwd") || cmdline.contains(&base_text) {
-            let exe = fs::read_link(entry.path().join("exe")).unwrap_or_default();
-            let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-            found.push((
-                pid,
-                format!(
-                    "{pid} {} ({}): {}",
-                    exe.display(),
-                    comm.trim(),
-                    cmdline.trim()
-                ),
-            ));
-        }
-    }
-    found
-}
-
 /// Waits at most `limit` until no process of the harness's jobs runs;
 /// describes those still there.
 fn wait_gone(base: &Path, limit: Duration) -> Vec<String> {
     let deadline = Instant::now() + limit;
     loop {
-        let left = processes_under(base);
+        let left = common::processes_under(base);
         if left.is_empty() {
             return Vec::new();
         }
@@ -1026,7 +990,7 @@ fn wait_gone(base: &Path, limit: Duration) -> Vec<String> {
 fn kill_all_under(base: &Path) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let left = processes_under(base);
+        let left = common::processes_under(base);
         if left.is_empty() || Instant::now() > deadline {
             return;
         }

@@ -14,20 +14,10 @@ mod pool;
 use std::path::Path;
 use std::time::Duration;
 
-use pool::{EVICTED, EXECUTING, Job, SubmitDir, pool, wait_until};
-
-/// How long a job may take to start (2-5 s here), or to end.
-const START: Duration = Duration::from_secs(60);
-const RUN: Duration = Duration::from_secs(120);
-
-/// A submit directory for examples/htcondor/condor.sub: ckptrun and the
-/// condor_compile'd stand-in, as the file expects them.
-fn condor_dir(name: &str) -> Option<SubmitDir> {
-    let dir = pool()?.submit_dir(name);
-    dir.copy_in(common::CKPTRUN, "ckptrun")
-        .copy_in(common::fixture(), "condor_job");
-    Some(dir)
-}
+use pool::{
+    EVICTED, EXECUTING, Job, START, STORE_FILES, SubmitDir, condor_dir, dmtcp_dir, log_lines,
+    restarts_follow_commits, same_outputs, self_dir, succeeds, wait_started, wait_until,
+};
 
 /// The step a condor_job image holds (`condor_job image\nSTEP SUM\n...`).
 fn image_step(path: &Path) -> u64 {
@@ -36,65 +26,6 @@ fn image_step(path: &Path) -> u64 {
     text.strip_prefix("condor_job image\n")
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("{} is not a condor_job image", path.display()))
-}
-
-/// Lines of ckptrun's --log (ckptrun.log) that contain `needle`.
-fn log_lines<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
-    log.lines().filter(|l| l.contains(needle)).collect()
-}
-
-/// Waits until ckptrun in `sandbox` has started the job `starts` times
-/// (its log says `started` that often).
-fn wait_started(sandbox: &Path, starts: usize) {
-    let log = sandbox.join("ckptrun.log");
-    wait_until(
-        &format!("{} says started x{starts}", log.display()),
-        RUN,
-        || {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            log_lines(&text, "started ").len() >= starts
-        },
-    );
-}
-
-/// HTCondor's output and error files and every other file the job left
-/// are identical in both directories; ckptrun's log, the job log, the
-/// submit file and the checkpoint (whose step depends on timing) aside.
-fn same_outputs(run: &SubmitDir, reference: &SubmitDir, skip: &[&str]) {
-    // Directories are inputs (DMTCP's tree): HTCondor brings none back.
-    let skip = |name: &str| {
-        ["ckptrun.log", "job.log"].contains(&name)
-            || name.ends_with(".sub")
-            || skip.contains(&name)
-            || run.path(name).is_dir()
-    };
-    let names: Vec<String> = run.names().into_iter().filter(|n| !skip(n)).collect();
-    let want: Vec<String> = reference.names().into_iter().filter(|n| !skip(n)).collect();
-    assert_eq!(names, want, "the files that came back differ");
-    for name in &names {
-        let (got, want) = (run.read(name), reference.read(name));
-        assert!(
-            got == want,
-            "{name} differs from the uninterrupted run's:\n--- got\n{}\n--- want\n{}",
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(&want)
-        );
-    }
-    for name in ["job.out", "job.err"] {
-        assert!(names.iter().any(|n| n == name), "{name} did not come back");
-    }
-}
-
-/// The job's end, which must be exit 0.
-fn succeeds(job: &Job<'_>) {
-    let code = job.exit_code(RUN);
-    assert_eq!(
-        code,
-        0,
-        "job {} exited {code}; ckptrun.log:\n{}",
-        job.id,
-        job.dir.read_text("ckptrun.log")
-    );
 }
 
 #[test]
@@ -270,60 +201,6 @@ fn condor_killed_node_resumes_from_the_last_periodic_checkpoint() {
     assert!(log.ends_with(": exit 0\n"), "{log}");
     eprintln!("CheckpointNumber {checkpoints:?} after the kill; restart from step {periodic}");
     same_outputs(&dir, &reference, &["condor_job.ckpt"]);
-}
-
-/// A submit directory for examples/htcondor/self.sub: ckptrun and the
-/// self-checkpointing stand-in.
-fn self_dir(name: &str) -> Option<SubmitDir> {
-    let dir = pool()?.submit_dir(name);
-    dir.copy_in(common::CKPTRUN, "ckptrun")
-        .copy_in(common::self_fixture(), "self_job");
-    Some(dir)
-}
-
-/// A submit directory for examples/htcondor/dmtcp.sub: ckptrun, the C
-/// counter and DMTCP's install tree, as the README says to lay them out.
-fn dmtcp_dir(name: &str) -> Option<SubmitDir> {
-    let pool = pool()?;
-    let bin = common::real_dmtcp("htcondor")?;
-    let dir = pool.submit_dir(name);
-    dir.copy_in(common::CKPTRUN, "ckptrun")
-        .copy_in(common::dmtcp_counter(), "counter")
-        .copy_tree_in(bin.parent().unwrap(), "dmtcp");
-    Some(dir)
-}
-
-/// The store's slot files (whose generation numbers depend on timing),
-/// and self mode's working copy of the job's state.
-const STORE_FILES: [&str; 3] = ["ckptrun.store.0", "ckptrun.store.1", "state"];
-
-/// The log says each restart resumed from the generation the run before
-/// committed: `committed generation N` then `restart from generation N`.
-/// Returns the generations restarted from, in order.
-fn restarts_follow_commits(log: &str) -> Vec<u64> {
-    let number = |line: &str, after: &str| -> Option<u64> {
-        line.split(after)
-            .nth(1)?
-            .split(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()
-    };
-    let mut committed = None;
-    let mut restarted = Vec::new();
-    for line in log.lines() {
-        if let Some(g) = number(line, "committed generation ") {
-            committed = Some(g);
-        } else if let Some(g) = number(line, "restart from generation ") {
-            assert_eq!(
-                Some(g),
-                committed,
-                "a restart not from the last generation committed:\n{log}"
-            );
-            restarted.push(g);
-        }
-    }
-    restarted
 }
 
 /// A job vacated twice, each time some way into a run, resumes each time

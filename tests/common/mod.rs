@@ -550,6 +550,130 @@ pub fn processes_from(dir: &Path) -> Vec<(i32, PathBuf)> {
     found
 }
 
+/// Live processes of jobs under `base`: running a program from it (a
+/// deleted one too), or in a directory under it (a process restored by
+/// DMTCP runs `mtcp_restart`), or naming it in their arguments (the
+/// DMTCP coordinator's port file); each with a line describing it.
+pub fn processes_under(base: &Path) -> Vec<(i32, String)> {
+    let base_text = base.to_string_lossy().into_owned();
+    // BASE itself or a path under it, not BASE_2 beside it; a deleted
+    // one reads `PATH (deleted)`.
+    let names_base = |text: &str| {
+        text.match_indices(&base_text).any(|(at, _)| {
+            matches!(
+                text[at + base_text.len()..].chars().next(),
+                None | Some('/' | ' ')
+            )
+        })
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if !alive(pid) {
+            continue;
+        }
+        let under = |link: &str| {
+            std::fs::read_link(entry.path().join(link)).is_ok_and(|p| {
+                p.to_string_lossy().starts_with(&base_text) && names_base(&p.to_string_lossy())
+            })
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if under("exe") || under("cwd") || names_base(&cmdline) {
+            let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
+            let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            found.push((
+                pid,
+                format!(
+                    "{pid} {} ({}): {}",
+                    exe.display(),
+                    comm.trim(),
+                    cmdline.trim()
+                ),
+            ));
+        }
+    }
+    found
+}
+
+/// (pid, parent pid) of every live process, from /proc.
+fn parent_links() -> Vec<(i32, i32)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse().ok()?;
+            let (parent, state) = parent_and_state(pid)?;
+            (state != 'Z').then_some((pid, parent))
+        })
+        .collect()
+}
+
+/// The live children of `pid`.
+pub fn children(pid: i32) -> Vec<i32> {
+    let links = parent_links();
+    links
+        .iter()
+        .filter(|(_, p)| *p == pid)
+        .map(|(c, _)| *c)
+        .collect()
+}
+
+/// The live descendants of `pid` (its children, theirs, ...), by the
+/// parent links in /proc.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let links = parent_links();
+    let mut found = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for &(child, _) in links.iter().filter(|(_, p)| *p == parent) {
+            found.push(child);
+            parents.push(child);
+        }
+    }
+    found
+}
+
+/// Kills `root` and every process under it at once, as a crash of their
+/// machine would: each is stopped first (SIGSTOP: none can react to the
+/// death of another, or fork one more unseen), then all are SIGKILLed.
+/// Returns the processes killed, `root` first: pid and name (comm).
+pub fn kill_tree(root: i32) -> Vec<(i32, String)> {
+    let mut stopped = vec![root];
+    signal(root, libc::SIGSTOP);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let new: Vec<i32> = descendants(root)
+            .into_iter()
+            .filter(|p| !stopped.contains(p))
+            .collect();
+        for &pid in &new {
+            signal(pid, libc::SIGSTOP);
+        }
+        stopped.extend(&new);
+        // A stop takes effect on the way back to user space: until every
+        // one has stopped, one may still fork.
+        let running = stopped.iter().any(|&p| {
+            parent_and_state(p).is_some_and(|(_, state)| !matches!(state, 'T' | 't' | 'Z'))
+        });
+        if new.is_empty() && !running || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let comm = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let killed = stopped
+        .iter()
+        .map(|&p| (p, comm(p).trim().to_string()))
+        .collect();
+    for &pid in &stopped {
+        signal(pid, libc::SIGKILL);
+    }
+    killed
+}
+
 /// The real DMTCP's `bin` directory (built by ../shared/tools/real-dmtcp.sh):
 /// `CKPTRUN_DMTCP` names its install prefix, else `dmtcp_launch` is looked
 /// for along PATH. Without one, a test is skipped (and says so), except

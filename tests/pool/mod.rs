@@ -16,6 +16,11 @@
 //! (`condor_submit -append` may set the file's own macros, such as
 //! `interval`), then waits on the job log's events (never on JobStatus,
 //! which lags), vacates, and reads what came back.
+//!
+//! Below the pool: what the tests of tests/htcondor.rs and
+//! tests/fault_storm.rs share, the submit directories of each mode, waits
+//! on ckptrun's log and the checks of what came back. A test binary that
+//! has `mod pool` has `mod common` too.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -104,14 +109,35 @@ impl Pool {
     /// `as_user`, which must succeed; its stdout.
     fn run_as_user(&self, dir: &Path, program: &str, args: &[&str]) -> String {
         let out = self.as_user(dir, program, args);
-        assert!(
-            out.status.success(),
-            "{program} {args:?} failed ({}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ran(&out, program, args);
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The pid of the `condor_starter` that runs `run` (an `executing`
+    /// event) while it does: the child of this pool's startd (its master's
+    /// child) started for the run's slot (`-a SLOT`), whose pid names the
+    /// run's sandbox (`execute/dir_PID`). None once that run is over.
+    pub fn starter_of(&self, run: &Event) -> Option<i32> {
+        let slot = run.slot_name().expect("an executing event names its slot");
+        let sandbox = run.scratch_dir();
+        let master: i32 = std::fs::read_to_string(self.dir.join("local/run/master.pid"))
+            .expect("the pool's master.pid")
+            .trim()
+            .parse()
+            .unwrap();
+        let comm =
+            |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let children = crate::common::children;
+        let startd = children(master)
+            .into_iter()
+            .find(|&p| comm(p).trim() == "condor_startd")?;
+        let starter = children(startd).into_iter().find(|&p| {
+            let argv = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let argv: Vec<&[u8]> = argv.split(|&b| b == 0).collect();
+            comm(p).trim() == "condor_starter"
+                && argv.windows(2).any(|w| w == [b"-a", slot.as_bytes()])
+        })?;
+        (sandbox.file_name() == Some(format!("dir_{starter}").as_ref())).then_some(starter)
     }
 
     /// The last `lines` lines of one of the daemons' logs (`ShadowLog`, ...).
@@ -198,6 +224,7 @@ impl SubmitDir {
             id: id.to_string(),
             log: self.path(&log),
             ended: std::cell::Cell::new(false),
+            holds: std::cell::Cell::new(0),
         }
     }
 
@@ -258,6 +285,9 @@ pub struct Job<'d> {
     pub id: String,
     log: PathBuf,
     ended: std::cell::Cell<bool>,
+    /// How many times the test held the job (`hold`): as many `held`
+    /// events are expected, any more is a failure.
+    holds: std::cell::Cell<usize>,
 }
 
 /// One event of the job log.
@@ -278,6 +308,16 @@ impl Event {
             .find_map(|l| l.trim().strip_prefix("CondorScratchDir = "))
             .map(|v| PathBuf::from(v.trim_matches('"')))
             .unwrap_or_else(|| panic!("no CondorScratchDir in {}", self.text))
+    }
+
+    /// The slot the job runs on (an `executing` event's SlotName, without
+    /// `@host`): `slot1_3`.
+    pub fn slot_name(&self) -> Option<&str> {
+        let value = self
+            .text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("SlotName: "))?;
+        Some(value.split('@').next().unwrap_or(value).trim())
     }
 
     /// A `terminated` event's exit code; None for a death by a signal.
@@ -319,32 +359,54 @@ impl Job<'_> {
     }
 
     /// Waits (at most `limit`) for the `nth` event (1-based) of kind
-    /// `code`; fails at once if the job is held or aborted instead.
+    /// `code`; fails at once if the job is held (more often than `hold`
+    /// held it) or aborted instead.
     pub fn wait_for(&self, code: u32, nth: usize, limit: Duration) -> Event {
+        self.wait_for_first(&[(code, nth)], limit)
+    }
+
+    /// Waits (at most `limit`) for the first of several events to happen:
+    /// `(code, nth)`, the `nth` event (1-based) of kind `code`; returns
+    /// it. Fails at once as `wait_for` does.
+    pub fn wait_for_first(&self, wanted: &[(u32, usize)], limit: Duration) -> Event {
         let deadline = Instant::now() + limit;
+        let what = || {
+            let each: Vec<String> = wanted
+                .iter()
+                .map(|(code, nth)| format!("{code:03} #{nth}"))
+                .collect();
+            format!("event {}", each.join(" or "))
+        };
         loop {
             let events = self.events();
-            if let Some(e) = events.iter().filter(|e| e.code == code).nth(nth - 1) {
-                if code == TERMINATED || code == ABORTED {
-                    self.ended.set(true);
+            for &(code, nth) in wanted {
+                if let Some(e) = events.iter().filter(|e| e.code == code).nth(nth - 1) {
+                    if code == TERMINATED || code == ABORTED {
+                        self.ended.set(true);
+                    }
+                    return e.clone();
                 }
-                return e.clone();
             }
-            if let Some(e) = events
+            let aborted_too = wanted.iter().any(|&(code, _)| code == ABORTED);
+            let unexpected = events
                 .iter()
-                .find(|e| e.code == HELD || (e.code == ABORTED && code != ABORTED))
-            {
+                .filter(|e| e.code == HELD)
+                .nth(self.holds.get())
+                .or_else(|| events.iter().find(|e| e.code == ABORTED && !aborted_too));
+            if let Some(e) = unexpected {
                 panic!(
-                    "job {} was held or removed while waiting for event {code:03} #{nth}:\n{}\nHoldReason: {}",
+                    "job {} was held or removed while waiting for {}:\n{}\nHoldReason: {}",
                     self.id,
+                    what(),
                     e.text,
                     self.attr("HoldReason").unwrap_or_default()
                 );
             }
             if Instant::now() > deadline {
                 panic!(
-                    "job {}: no event {code:03} #{nth} within {limit:?}; job log:\n{}\nSchedLog:\n{}",
+                    "job {}: no {} within {limit:?}; job log:\n{}\nSchedLog:\n{}",
                     self.id,
+                    what(),
                     std::fs::read_to_string(&self.log).unwrap_or_default(),
                     self.dir.pool.daemon_log("SchedLog", 20)
                 );
@@ -375,6 +437,50 @@ impl Job<'_> {
             .run_as_user(&self.dir.dir, "condor_vacate_job", &["-fast", &self.id]);
     }
 
+    /// `TOOL [ARGS...] ID` as the submit account (`condor_vacate_job`,
+    /// `condor_hold`, ...), which may fail (the job has just left the
+    /// queue, say): its output. `hold` counts the holds it asks for.
+    pub fn try_tool(&self, tool: &str, args: &[&str]) -> Output {
+        let mut all = args.to_vec();
+        all.push(&self.id);
+        let out = self.dir.pool.as_user(&self.dir.dir, tool, &all);
+        if tool == "condor_hold" && out.status.success() {
+            self.holds.set(self.holds.get() + 1);
+        }
+        out
+    }
+
+    /// `condor_hold`: HTCondor evicts the job as `vacate` does (with
+    /// `ON_EXIT_OR_EVICT` the sandbox's changed files come back) and holds
+    /// it; the `held` event that follows is expected by `wait_for`.
+    pub fn hold(&self) {
+        assert_ran(
+            &self.try_tool("condor_hold", &[]),
+            "condor_hold",
+            &[&self.id],
+        );
+    }
+
+    /// `condor_release`: a held job goes back to idle, then runs again.
+    pub fn release(&self) {
+        assert_ran(
+            &self.try_tool("condor_release", &[]),
+            "condor_release",
+            &[&self.id],
+        );
+    }
+
+    /// The job's node dies while it runs `run` (an `executing` event): its
+    /// `condor_starter` and every process under it (ckptrun, the job,
+    /// DMTCP's coordinator) are SIGKILLed at once; HTCondor sees the job
+    /// gone (`evicted`, "Job not found at execution machine") and runs it
+    /// again elsewhere from what was uploaded before. The processes
+    /// killed (pid, name); None when that run was already over.
+    pub fn crash_node(&self, run: &Event) -> Option<Vec<(i32, String)>> {
+        let starter = self.dir.pool.starter_of(run)?;
+        Some(crate::common::kill_tree(starter))
+    }
+
     /// An attribute of the job's ad, while it is in the queue, then from
     /// the history; None when undefined.
     pub fn attr(&self, name: &str) -> Option<String> {
@@ -403,6 +509,17 @@ impl Drop for Job<'_> {
     }
 }
 
+/// `PROGRAM ARGS...`, which gave `out`, succeeded.
+fn assert_ran(out: &Output, program: &str, args: &[&str]) {
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Polls `cond` every 50 ms for up to `limit`; panics saying `what` then.
 pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
@@ -413,4 +530,130 @@ pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// How long a job may take to start (2-5 s here), or to end.
+pub const START: Duration = Duration::from_secs(60);
+pub const RUN: Duration = Duration::from_secs(120);
+
+/// A submit directory for examples/htcondor/condor.sub: ckptrun and the
+/// condor_compile'd stand-in, as the file expects them.
+pub fn condor_dir(name: &str) -> Option<SubmitDir> {
+    let dir = pool()?.submit_dir(name);
+    dir.copy_in(crate::common::CKPTRUN, "ckptrun")
+        .copy_in(crate::common::fixture(), "condor_job");
+    Some(dir)
+}
+
+/// Lines of ckptrun's --log (ckptrun.log) that contain `needle`.
+pub fn log_lines<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
+    log.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// Waits until ckptrun in `sandbox` has started the job `starts` times
+/// (its log says `started` that often).
+pub fn wait_started(sandbox: &Path, starts: usize) {
+    let log = sandbox.join("ckptrun.log");
+    wait_until(
+        &format!("{} says started x{starts}", log.display()),
+        RUN,
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            log_lines(&text, "started ").len() >= starts
+        },
+    );
+}
+
+/// HTCondor's output and error files and every other file the job left
+/// are identical in both directories; ckptrun's log, the job log, the
+/// submit file and the checkpoint (whose step depends on timing) aside.
+pub fn same_outputs(run: &SubmitDir, reference: &SubmitDir, skip: &[&str]) {
+    // Directories are inputs (DMTCP's tree): HTCondor brings none back.
+    let skip = |name: &str| {
+        ["ckptrun.log", "job.log"].contains(&name)
+            || name.ends_with(".sub")
+            || skip.contains(&name)
+            || run.path(name).is_dir()
+    };
+    let names: Vec<String> = run.names().into_iter().filter(|n| !skip(n)).collect();
+    let want: Vec<String> = reference.names().into_iter().filter(|n| !skip(n)).collect();
+    assert_eq!(names, want, "the files that came back differ");
+    for name in &names {
+        let (got, want) = (run.read(name), reference.read(name));
+        assert!(
+            got == want,
+            "{name} differs from the uninterrupted run's:\n--- got\n{}\n--- want\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    for name in ["job.out", "job.err"] {
+        assert!(names.iter().any(|n| n == name), "{name} did not come back");
+    }
+}
+
+/// The job's end, which must be exit 0.
+pub fn succeeds(job: &Job<'_>) {
+    let code = job.exit_code(RUN);
+    assert_eq!(
+        code,
+        0,
+        "job {} exited {code}; ckptrun.log:\n{}",
+        job.id,
+        job.dir.read_text("ckptrun.log")
+    );
+}
+
+/// A submit directory for examples/htcondor/self.sub: ckptrun and the
+/// self-checkpointing stand-in.
+pub fn self_dir(name: &str) -> Option<SubmitDir> {
+    let dir = pool()?.submit_dir(name);
+    dir.copy_in(crate::common::CKPTRUN, "ckptrun")
+        .copy_in(crate::common::self_fixture(), "self_job");
+    Some(dir)
+}
+
+/// A submit directory for examples/htcondor/dmtcp.sub: ckptrun, the C
+/// counter and DMTCP's install tree, as the README says to lay them out.
+pub fn dmtcp_dir(name: &str) -> Option<SubmitDir> {
+    let pool = pool()?;
+    let bin = crate::common::real_dmtcp("htcondor")?;
+    let dir = pool.submit_dir(name);
+    dir.copy_in(crate::common::CKPTRUN, "ckptrun")
+        .copy_in(crate::common::dmtcp_counter(), "counter")
+        .copy_tree_in(bin.parent().unwrap(), "dmtcp");
+    Some(dir)
+}
+
+/// The store's slot files (whose generation numbers depend on timing),
+/// and self mode's working copy of the job's state.
+pub const STORE_FILES: [&str; 3] = ["ckptrun.store.0", "ckptrun.store.1", "state"];
+
+/// The log says each restart resumed from the generation the run before
+/// committed: `committed generation N` then `restart from generation N`.
+/// Returns the generations restarted from, in order.
+pub fn restarts_follow_commits(log: &str) -> Vec<u64> {
+    let number = |line: &str, after: &str| -> Option<u64> {
+        line.split(after)
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let mut committed = None;
+    let mut restarted = Vec::new();
+    for line in log.lines() {
+        if let Some(g) = number(line, "committed generation ") {
+            committed = Some(g);
+        } else if let Some(g) = number(line, "restart from generation ") {
+            assert_eq!(
+                Some(g),
+                committed,
+                "a restart not from the last generation committed:\n{log}"
+            );
+            restarted.push(g);
+        }
+    }
+    restarted
 }
