@@ -517,6 +517,16 @@ pub fn each_member(
     archive: BorrowedFd,
     mut f: impl FnMut(&Member) -> core::result::Result<bool, Bad>,
 ) -> core::result::Result<(), Bad> {
+    walk(archive, &mut f)
+}
+
+/// `each_member`'s walk, one copy for every caller (a closure type each
+/// would otherwise get a copy of its own, all resident).
+#[inline(never)]
+fn walk(
+    archive: BorrowedFd,
+    f: &mut dyn FnMut(&Member) -> core::result::Result<bool, Bad>,
+) -> core::result::Result<(), Bad> {
     let len = rustix::fs::fstat(archive)?.st_size as u64;
     let mut at = 0u64;
     let mut member = Member {
@@ -718,6 +728,9 @@ pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr)
 
 /// Copies `len` bytes from `from` to `into` (each at its position)
 /// through a buffer, hashing them: the hash is of the bytes written.
+// Out of line: its large buffers stay off the stack of every caller
+// (a frame is touched whole at entry), so supervising costs no memory.
+#[inline(never)]
 fn copy_hashed(from: BorrowedFd, into: BorrowedFd, len: u64) -> Result<u64> {
     let mut hash = manifest::Hash::new();
     let mut buf = [0u8; manifest::CHUNK];
@@ -762,6 +775,9 @@ fn copy(from: BorrowedFd, mut offset: Option<u64>, into: BorrowedFd, len: u64) -
 /// The fallback where copy_file_range cannot (some FUSE and network
 /// filesystems): `len` bytes read from `from` (at `offset`, else at its
 /// position) and written to `into`.
+// Out of line: its large buffers stay off the stack of every caller
+// (a frame is touched whole at entry), so supervising costs no memory.
+#[inline(never)]
 fn copy_by_reading(
     from: BorrowedFd,
     offset: Option<u64>,

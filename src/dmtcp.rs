@@ -681,7 +681,7 @@ impl Protocol for Dmtcp<'_> {
             // Handled (SIGKILL): for the log, not HTCondor's error file.
             log.info(format_args!(
                 "the computation is still there {} ms after its checkpoint",
-                QUIT_GRACE.as_millis()
+                QUIT_GRACE.as_millis() as u64
             ));
             return Action::Kill;
         }

@@ -367,6 +367,9 @@ impl Store {
     /// start, which made generation 0 of the paths as they are, or with
     /// no generation, when any working path was set aside). Runs before
     /// the job starts.
+    // Out of line: its large buffers stay off the stack of every caller
+    // (a frame is touched whole at entry), so supervising costs no memory.
+    #[inline(never)]
     pub fn open(
         name: &OsStr,
         paths: &[OsString],
@@ -476,6 +479,9 @@ impl Store {
     /// The newest generation (older than `below`, if given) that is
     /// intact, verified in full, and its archive open for reading. Each
     /// damaged one on the way is said on stderr and marked damaged.
+    // Out of line: its large buffers stay off the stack of every caller
+    // (a frame is touched whole at entry), so supervising costs no memory.
+    #[inline(never)]
     fn newest_intact(
         &self,
         below: Option<u64>,
@@ -598,6 +604,9 @@ impl Store {
 
     /// At a first start: another store beside this one is likely this
     /// job's under an older --store; say that it is ignored.
+    // Out of line: its large buffers stay off the stack of every caller
+    // (a frame is touched whole at entry), so supervising costs no memory.
+    #[inline(never)]
     fn warn_other_stores(&self, log: &Log) {
         let mut said = false;
         let _ = tree::each_entry(self.parent.as_fd(), c".", 0, |dir, name| {
@@ -628,7 +637,7 @@ impl Store {
     /// The first start: generation 0, the working paths as they are, and
     /// every other slot empty.
     fn create(&self, log: &Log) -> Result<(), Failed> {
-        self.write(0, b"", |w| self.pack_ckpts(w))?;
+        self.write(0, b"", &mut |w| self.pack_ckpts(w))?;
         self.fill_slots()?;
         log.info(format_args!(
             "created {}: generation 0 is the job's starting state",
@@ -798,6 +807,9 @@ impl Store {
 
     /// What each slot holds. A slot that is not whole is marked bad, and
     /// said in the log when one is given.
+    // Out of line: its large buffers stay off the stack of every caller
+    // (a frame is touched whole at entry), so supervising costs no memory.
+    #[inline(never)]
     fn scan(&self, log: Option<&Log>) -> Result<Slots, Failed> {
         let mut slots = Slots([SlotState::Absent; MAX_KEEP as usize + 1]);
         let mut found = 0u128;
@@ -882,7 +894,7 @@ impl Store {
         &self,
         g: u64,
         extra: &[u8],
-        fill: impl FnOnce(&mut Writer) -> rustix::io::Result<()>,
+        fill: &mut dyn FnMut(&mut Writer) -> rustix::io::Result<()>,
     ) -> Result<(), Failed> {
         let slot = self.next_slot(&self.scan(None)?);
         let done = self.build(g, extra, fill).and_then(|()| {
@@ -901,11 +913,14 @@ impl Store {
     }
 
     /// The archive of generation `g` as `.NAME/building`, fsync'd.
+    // Out of line: its large buffers stay off the stack of every caller
+    // (a frame is touched whole at entry), so supervising costs no memory.
+    #[inline(never)]
     fn build(
         &self,
         g: u64,
         extra: &[u8],
-        fill: impl FnOnce(&mut Writer) -> rustix::io::Result<()>,
+        fill: &mut dyn FnMut(&mut Writer) -> rustix::io::Result<()>,
     ) -> Result<(), Failed> {
         let scratch = self.scratch.as_fd();
         let create = OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW;
@@ -960,7 +975,7 @@ impl Store {
     /// instant is safe.
     pub fn commit(&self, take: Take, log: &Log) -> Result<u64, Failed> {
         let g = self.next()?;
-        self.write(g, b"", |w| self.pack_ckpts(w))?;
+        self.write(g, b"", &mut |w| self.pack_ckpts(w))?;
         self.committed(g, log);
         if take == Take::Move {
             for c in &self.ckpts {
@@ -981,7 +996,7 @@ impl Store {
     /// its number.
     pub fn commit_dir(&self, dir: BorrowedFd, extra: &[u8], log: &Log) -> Result<u64, Failed> {
         let g = self.next()?;
-        self.write(g, extra, |w| {
+        self.write(g, extra, &mut |w| {
             rustix::fs::seek(dir, SeekFrom::Start(0))?;
             let mut buf = [MaybeUninit::uninit(); 4096];
             let mut entries = RawDir::new(dir, &mut buf);

@@ -97,7 +97,7 @@ pub fn end_leftovers(
         if !said {
             log.info(format_args!(
                 "job ended; ending the processes it left (SIGKILL after {} ms)",
-                grace.as_millis()
+                grace.as_millis() as u64
             ));
             said = true;
         }
