@@ -348,47 +348,52 @@ fn a_store_of_another_mode_is_refused_in_one_line() {
     assert_eq!(generations(&sandbox.dir, STORE), [1, 2], "nothing changed");
 }
 
-/// A `size` tmpfs mounted on `dir` (created), unmounted when dropped.
-struct SmallDisk(std::path::PathBuf);
+/// A `size` tmpfs mounted as a sandbox in `sandbox`, unmounted when
+/// dropped. Without root (mount refused) the test is skipped, saying so,
+/// unless CI is set: then it fails.
+struct SmallDisk(std::mem::ManuallyDrop<Sandbox>);
 
 impl SmallDisk {
-    fn mount(dir: std::path::PathBuf, size: &str) -> Option<Self> {
+    fn mount(sandbox: &Sandbox, size: &str, test: &str) -> Option<Self> {
+        let dir = sandbox.path("disk");
         std::fs::create_dir_all(&dir).unwrap();
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(&dir)
             .status()
             .is_ok_and(|s| s.success());
-        ok.then_some(Self(dir))
+        if !ok {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test}: needs root (mount), and CI is set"
+            );
+            eprintln!("SKIPPED {test}: needs root (mount)");
+            return None;
+        }
+        Some(Self(std::mem::ManuallyDrop::new(Sandbox { dir })))
+    }
+}
+
+impl std::ops::Deref for SmallDisk {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.0
     }
 }
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        // The sandbox beside it removes what is left once unmounted.
+        let _ = Command::new("umount").arg(&self.0.dir).status();
     }
-}
-
-/// Whether a test that needs root may skip: only outside CI.
-fn skip_without_root(what: &str) -> bool {
-    if std::env::var_os("CI").is_some() {
-        panic!("{what}: needs root (mount), and CI is set");
-    }
-    eprintln!("SKIPPED {what}: needs root (mount)");
-    true
 }
 
 #[test]
 fn a_full_disk_fails_the_commit_cleanly_and_the_next_start_works() {
     let sandbox = Sandbox::new("disk-full");
-    let Some(disk) = SmallDisk::mount(sandbox.path("disk"), "3m") else {
-        if skip_without_root("a_full_disk_fails_the_commit_cleanly") {
-            return;
-        }
-        unreachable!();
-    };
-    let in_disk = Sandbox {
-        dir: disk.0.clone(),
+    let Some(in_disk) = SmallDisk::mount(&sandbox, "3m", "a_full_disk_fails_the_commit_cleanly")
+    else {
+        return;
     };
     let with_pad = |pad: &str, code: i32| {
         let out = run(job(&in_disk, &["--keep", "0"])
@@ -422,8 +427,6 @@ fn a_full_disk_fails_the_commit_cleanly_and_the_next_start_works() {
     with_pad("800000", 85);
     assert_eq!(generations(&in_disk.dir, STORE), [2]);
     assert_eq!(count_in(&slot_of(&in_disk.dir, STORE, 2)), "2");
-    std::mem::forget(in_disk);
-    drop(disk);
 }
 
 #[test]
@@ -461,14 +464,9 @@ fn an_io_error_in_the_commit_keeps_the_last_generation() {
 #[test]
 fn periodic_commits_that_keep_failing_end_the_job_after_one_retry() {
     let sandbox = Sandbox::new("periodic-full");
-    let Some(disk) = SmallDisk::mount(sandbox.path("disk"), "4m") else {
-        if skip_without_root("periodic_commits_that_keep_failing") {
-            return;
-        }
-        unreachable!();
-    };
-    let in_disk = Sandbox {
-        dir: disk.0.clone(),
+    let Some(in_disk) = SmallDisk::mount(&sandbox, "4m", "periodic_commits_that_keep_failing")
+    else {
+        return;
     };
     // Each request: a 2.2 MB checkpoint replaces the last by rename; its
     // commit cannot fit beside it.
@@ -503,6 +501,4 @@ fn periodic_commits_that_keep_failing_end_the_job_after_one_retry() {
         [0],
         "nothing torn committed"
     );
-    std::mem::forget(in_disk);
-    drop(disk);
 }
