@@ -210,6 +210,7 @@ fn dmtcp_args(bin: &Path, extra: &[&str], argv: &[String]) -> Vec<String> {
 
 /// `cmd` run in `dir`, with a PATH holding no DMTCP tool and no job ad.
 fn in_sandbox(mut cmd: Command, dir: &Path) -> Command {
+    default_signals(&mut cmd);
     cmd.current_dir(dir)
         .env("PATH", "/usr/bin:/bin")
         .env_remove("_CONDOR_JOB_AD");
@@ -410,9 +411,10 @@ fn run_long_for(life: &Life, cmd: Command) -> Finished {
         Some(_) => run.finish(),
         None => {
             let left = left_in(&life.sandbox);
-            let _ = run.child.kill();
+            let killed = run.kill_all();
             panic!(
-                "{} as {:?}: ckptrun did not end within 90 s; running: {left:#?}\n{}",
+                "{} as {:?}: ckptrun did not end within 90 s; running: {left:#?}; \
+                 killed: {killed:#?}\n{}",
                 life.job.name,
                 life.user,
                 life.log()
