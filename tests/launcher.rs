@@ -308,9 +308,11 @@ fn an_unwritable_sandbox_is_refused_before_the_job_starts() {
     let dir = sandbox.path("ro");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
-    let mut cmd = sandbox.ckptrun(["--", "sh", "-c", "touch ran", "sh"]);
+    // As root, permission bits do not stop us: run as nobody, a copy of
+    // ckptrun nobody can reach wherever the clone is.
+    let ckptrun = sandbox.copy_for_anyone(std::path::Path::new(CKPTRUN));
+    let mut cmd = sandbox.ckptrun_from(&ckptrun, ["--", "sh", "-c", "touch ran", "sh"]);
     cmd.current_dir(&dir);
-    // As root, permission bits do not stop us: run as nobody.
     before_exec(&mut cmd, || {
         // SAFETY: async-signal-safe; a failure leaves us root and the
         // assertion below fails loudly.
