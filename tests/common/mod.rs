@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -253,6 +253,12 @@ pub fn run(cmd: impl BorrowMut<Command>) -> Finished {
     start(cmd).finish()
 }
 
+/// `cmd.output()` with `run`'s bounds: past them, what it left running
+/// is killed and the test fails, instead of waiting for ever.
+pub fn output(cmd: impl BorrowMut<Command>) -> Output {
+    start(cmd).finish_output()
+}
+
 /// How long a finished ckptrun's output pipes may stay open: held by
 /// something it left running, which would otherwise block the test for
 /// ever.
@@ -294,7 +300,7 @@ impl Running {
                     "ckptrun ended ({:?}) before {} appeared; stderr:\n{}",
                     out.status,
                     path.display(),
-                    out.stderr
+                    String::from_utf8_lossy(&out.stderr)
                 );
             }
             if Instant::now() >= deadline {
@@ -311,7 +317,17 @@ impl Running {
 
     /// Waits for the end (at most 30 s; then kills it, and all it
     /// started, and fails).
-    pub fn finish(mut self) -> Finished {
+    pub fn finish(self) -> Finished {
+        let out = self.finish_output();
+        Finished {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `finish`, the output as bytes.
+    pub fn finish_output(mut self) -> Output {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -332,7 +348,7 @@ impl Running {
     /// The rest of the output of a ckptrun that has ended: until its
     /// pipes close, which must be soon. A process it left holding them is
     /// killed, and the test fails naming it.
-    fn collect(&mut self, status: ExitStatus) -> Finished {
+    fn collect(&mut self, status: ExitStatus) -> Output {
         let deadline = Instant::now() + PIPES_CLOSE_WITHIN;
         while self.child.stdout.is_some() || self.child.stderr.is_some() {
             if Instant::now() >= deadline {
@@ -346,10 +362,10 @@ impl Running {
             }
             self.read_output(Duration::from_millis(100));
         }
-        Finished {
+        Output {
             status,
-            stdout: String::from_utf8_lossy(&std::mem::take(&mut self.stdout)).into_owned(),
-            stderr: String::from_utf8_lossy(&std::mem::take(&mut self.stderr)).into_owned(),
+            stdout: std::mem::take(&mut self.stdout),
+            stderr: std::mem::take(&mut self.stderr),
         }
     }
 
