@@ -1039,10 +1039,18 @@ fn a_kcheckpoint_before_the_job_joined_does_not_end_a_later_checkpoints_computat
     let mut d = Dmtcp::new("k-straddles-join");
     let (_, port) = d.coordinator(&[]);
     let mut kc = d.tool("dmtcp_command", &["-p", &port.to_string(), "--kcheckpoint"]);
-    kc.env("FAKE_DMTCP_COMMAND_GAP_MS", "600")
+    kc.env("FAKE_DMTCP_COMMAND_GAP_MS", "2000")
         .stdout(Stdio::null());
     let kc = d.spawn(&mut kc);
-    std::thread::sleep(Duration::from_millis(100));
+    // Once `K` is sent: dmtcp_command sleeps out its gap.
+    let kc_pid = d.pid(kc);
+    wait_until("dmtcp_command has sent K", || {
+        let syscall = std::fs::read_to_string(format!("/proc/{kc_pid}/syscall"));
+        let nr = syscall
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok());
+        matches!(nr, Some(libc::SYS_nanosleep | libc::SYS_clock_nanosleep))
+    });
     let job = d.launch(port, &[], &["1000", "10"]);
     assert_eq!(d.wait(kc).code(), Some(0), "the `c` found the job");
     wait_for_symlink(&d.sandbox.dir);
