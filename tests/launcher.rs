@@ -342,7 +342,10 @@ fn the_job_inherits_ckptruns_signal_mask_and_ignored_signals() {
         let mut cmd = if via_ckptrun {
             sandbox.ckptrun(["--", "cat"])
         } else {
-            Command::new("cat")
+            // From the same start as Sandbox::ckptrun's.
+            let mut cat = Command::new("cat");
+            default_signals(&mut cat);
+            cat
         };
         cmd.args(["/proc/self/status", "--"]);
         if !via_ckptrun {
