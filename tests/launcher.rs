@@ -57,7 +57,7 @@ fn personality_equals_setarchs() {
 fn arch_auto_reads_the_elf_header() {
     for (fixture, want) in [(fixture(), "00a40000"), (fixture_i686(), "00a40008")] {
         let sandbox = Sandbox::new("arch-auto");
-        std::fs::copy(&fixture, sandbox.path("job")).unwrap();
+        copy_program(&fixture, &sandbox.path("job"));
         let report = sandbox.path("report");
         let out = run(sandbox
             .ckptrun(["./job", "1", "1"])
@@ -75,7 +75,7 @@ fn arch_auto_reads_the_elf_header() {
 #[test]
 fn a_32bit_job_checkpoints_and_restarts_too() {
     let sandbox = Sandbox::new("i686-cycle");
-    std::fs::copy(fixture_i686(), sandbox.path("job")).unwrap();
+    copy_program(&fixture_i686(), &sandbox.path("job"));
     let out = run(sandbox.ckptrun(["--interval", "0.3", "./job", "1000", "5"]));
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
     let out = run(sandbox.ckptrun(["./job", "100", "1"]));
@@ -87,7 +87,7 @@ fn a_32bit_job_checkpoints_and_restarts_too() {
 fn the_32bit_ckptrun_runs_the_cycle_too() {
     // The i686 build, as a 32-bit execute node would run it.
     let sandbox = Sandbox::new("i686-ckptrun");
-    std::fs::copy(fixture_i686(), sandbox.path("job")).unwrap();
+    copy_program(&fixture_i686(), &sandbox.path("job"));
     let report = sandbox.path("report");
     let mut cmd = std::process::Command::new(ckptrun_i686());
     cmd.args(["--interval", "0.3", "./job", "1000", "5"])

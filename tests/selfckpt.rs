@@ -14,7 +14,7 @@ use common::*;
 /// A sandbox holding the self-checkpointing fixture as `job`.
 fn sandbox(name: &str) -> Sandbox {
     let sandbox = Sandbox::new(name);
-    std::fs::copy(self_fixture(), sandbox.path("job")).unwrap();
+    copy_program(&self_fixture(), &sandbox.path("job"));
     sandbox
 }
 

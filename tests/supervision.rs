@@ -411,7 +411,7 @@ fn as_pid_1_a_signal_death_is_128_plus_n() {
 
     // Eviction still works as PID 1: SIGTERM reaches ckptrun (blocked,
     // not dropped) and becomes the checkpoint code.
-    std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+    copy_program(&fixture(), &sandbox.path("job"));
     let report = sandbox.path("report");
     let mut job = start(
         pid_namespace()

@@ -44,13 +44,26 @@ pub const DMTCP_TOOLS: [&str; 4] = [
 ];
 
 /// Puts `from` at `to` (replacing what is there): a hard link, or a copy
-/// where linking fails. A copy just written can be "text file busy" to
-/// exec while another test's fork still holds it open; a link cannot.
+/// (`copy_program`) where linking fails.
 pub fn link_or_copy(from: &Path, to: &Path) {
     let _ = std::fs::remove_file(to);
     if std::fs::hard_link(from, to).is_err() {
-        std::fs::copy(from, to).unwrap();
+        copy_program(from, to);
     }
+}
+
+/// Copies a program (or a job's input) to `to`, by `cp`: a file this
+/// process wrote itself could be "text file busy" to exec while another
+/// test's fork, not yet exec'd, still holds the descriptor it wrote with;
+/// one `cp` wrote cannot be.
+pub fn copy_program(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-f")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("run cp");
+    assert!(status.success(), "cp {} {}", from.display(), to.display());
 }
 
 /// Puts the fake DMTCP tools in `dir` (created if missing) under their
@@ -154,7 +167,7 @@ impl Sandbox {
     /// Copies the fixture in as `job`, as transfer_input_files would.
     pub fn with_job(name: &str) -> Self {
         let sandbox = Self::new(name);
-        std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+        copy_program(&fixture(), &sandbox.path("job"));
         sandbox
     }
 
@@ -193,7 +206,7 @@ impl Sandbox {
     pub fn copy_for_anyone(&self, program: &Path) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let to = self.path(program.file_name().unwrap());
-        std::fs::copy(program, &to).unwrap();
+        copy_program(program, &to);
         std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mode = std::fs::metadata(&self.dir).unwrap().permissions().mode();
         let open = std::fs::Permissions::from_mode(mode | 0o755);
