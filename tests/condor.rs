@@ -352,15 +352,16 @@ fn the_job_ad_sets_the_code_and_the_eviction_signal() {
 fn a_job_that_does_not_checkpoint_in_time_is_killed() {
     // It ignores SIGTSTP: neither checkpoints nor stops.
     let sandbox = Sandbox::new("ckpt-timeout");
-    let job = start(sandbox.ckptrun([
+    let mut job = start(sandbox.ckptrun([
         "--ckpt-timeout",
         "0.3",
         "--",
         "sh",
         "-c",
-        "trap '' TSTP; sleep 30",
+        "trap '' TSTP; echo > ready; sleep 30",
     ]));
-    std::thread::sleep(Duration::from_millis(200));
+    // Once it ignores SIGTSTP: earlier, SIGTSTP would stop it.
+    job.wait_for(&sandbox.path("ready"));
     job.signal(libc::SIGTERM);
     let out = job.finish();
     assert_eq!(out.code(), Some(124), "{}", out.stderr);

@@ -58,13 +58,13 @@ fn dmtcp(sandbox: &Sandbox, extra: &[&str], steps: u32, step_ms: u32) -> Command
 /// What the job writes to stdout when run to its end, uninterrupted and
 /// without DMTCP.
 fn reference(steps: u32) -> String {
-    let out = Command::new(dmtcp_job_dynamic())
-        .arg(steps.to_string())
-        .arg("0")
-        .env_remove("FAKE_DMTCP_COORD")
-        .env_remove("DMTCP_JOB_END")
-        .output()
-        .unwrap();
+    let out = output(
+        Command::new(dmtcp_job_dynamic())
+            .arg(steps.to_string())
+            .arg("0")
+            .env_remove("FAKE_DMTCP_COORD")
+            .env_remove("DMTCP_JOB_END"),
+    );
     assert!(out.status.success());
     String::from_utf8(out.stdout).unwrap()
 }
@@ -104,11 +104,11 @@ fn slot_bytes(sandbox: &Sandbox) -> Vec<(PathBuf, Vec<u8>)> {
 
 /// The images generation `g` holds, read by GNU tar.
 fn images_in(sandbox: &Sandbox, g: u64) -> Vec<String> {
-    let out = Command::new("tar")
-        .arg("-tf")
-        .arg(slot_of(&sandbox.dir, STORE, g))
-        .output()
-        .unwrap();
+    let out = output(
+        Command::new("tar")
+            .arg("-tf")
+            .arg(slot_of(&sandbox.dir, STORE, g)),
+    );
     assert!(out.status.success(), "tar -tf generation {g}");
     String::from_utf8(out.stdout)
         .unwrap()

@@ -68,7 +68,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{CKPTRUN, Rng, clock_seed, real_dmtcp, signal, wait_at_most, wait_until_handled};
+use common::{
+    CKPTRUN, Rng, clock_seed, copy_program, real_dmtcp, signal, wait_at_most, wait_until_handled,
+};
 
 const STEPS: u32 = 500;
 const STEP_MS: u32 = 40;
@@ -725,7 +727,7 @@ impl Run {
         for (name, bytes) in &self.spool {
             fs::write(sandbox.join(name), bytes).unwrap();
         }
-        fs::copy(&self.job, sandbox.join(JOB)).unwrap();
+        copy_program(&self.job, &sandbox.join(JOB));
         let mut given = self.spool.clone();
         given.insert(JOB.to_string(), fs::read(&self.job).unwrap());
         given

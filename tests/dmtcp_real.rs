@@ -117,7 +117,7 @@ impl Life {
             sandbox: PathBuf::new(),
         };
         if user == User::Nobody {
-            std::fs::copy(CKPTRUN, life.ckptrun()).unwrap();
+            copy_program(Path::new(CKPTRUN), &life.ckptrun());
         }
         life.sandbox = life.new_sandbox(None);
         life
@@ -130,12 +130,12 @@ impl Life {
         let dir = self.base.join(format!("dir_{}", self.starts));
         std::fs::create_dir(&dir).unwrap();
         for input in &self.job.inputs {
-            std::fs::copy(input, dir.join(input.file_name().unwrap())).unwrap();
+            copy_program(input, &dir.join(input.file_name().unwrap()));
         }
         if let Some(from) = from {
             for entry in std::fs::read_dir(from).unwrap().flatten() {
                 if entry.file_type().unwrap().is_file() {
-                    std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+                    copy_program(&entry.path(), &dir.join(entry.file_name()));
                 }
             }
             std::fs::remove_dir_all(from).unwrap();
@@ -210,6 +210,7 @@ fn dmtcp_args(bin: &Path, extra: &[&str], argv: &[String]) -> Vec<String> {
 
 /// `cmd` run in `dir`, with a PATH holding no DMTCP tool and no job ad.
 fn in_sandbox(mut cmd: Command, dir: &Path) -> Command {
+    default_signals(&mut cmd);
     cmd.current_dir(dir)
         .env("PATH", "/usr/bin:/bin")
         .env_remove("_CONDOR_JOB_AD");
@@ -241,7 +242,7 @@ fn reference(job: &Job) -> Vec<(String, Vec<u8>)> {
     let dir = unique_dir(&format!("{}-reference", job.name));
     std::fs::create_dir_all(&dir).unwrap();
     for input in &job.inputs {
-        std::fs::copy(input, dir.join(input.file_name().unwrap())).unwrap();
+        copy_program(input, &dir.join(input.file_name().unwrap()));
     }
     let out = Command::new(&job.argv[0])
         .args(&job.argv[1..])
@@ -410,9 +411,10 @@ fn run_long_for(life: &Life, cmd: Command) -> Finished {
         Some(_) => run.finish(),
         None => {
             let left = left_in(&life.sandbox);
-            let _ = run.child.kill();
+            let killed = run.kill_all();
             panic!(
-                "{} as {:?}: ckptrun did not end within 90 s; running: {left:#?}\n{}",
+                "{} as {:?}: ckptrun did not end within 90 s; running: {left:#?}; \
+                 killed: {killed:#?}\n{}",
                 life.job.name,
                 life.user,
                 life.log()
@@ -599,9 +601,9 @@ fn tools_without_their_libraries_are_refused_before_anything_starts() {
         return;
     };
     let sandbox = Sandbox::new("real-no-libs");
-    std::fs::copy(dmtcp_counter(), sandbox.path("counter")).unwrap();
+    copy_program(&dmtcp_counter(), &sandbox.path("counter"));
     for tool in DMTCP_TOOLS {
-        std::fs::copy(bin.join(tool), sandbox.path(tool)).unwrap();
+        copy_program(&bin.join(tool), &sandbox.path(tool));
     }
     let out = run(sandbox
         .ckptrun(["--mode", "dmtcp", "--", "./counter", "5", "10"])
@@ -619,7 +621,7 @@ fn a_statically_linked_program_is_refused_before_anything_starts() {
     };
     // DMTCP preloads itself: a static program would run unprotected.
     let sandbox = Sandbox::new("real-static");
-    std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+    copy_program(&fixture(), &sandbox.path("job"));
     let dir = bin.to_string_lossy().into_owned();
     let out = run(sandbox
         .ckptrun([

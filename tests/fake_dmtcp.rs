@@ -66,7 +66,7 @@ impl Dmtcp {
 
     /// Runs `TOOL ARGS...` to the end, output captured.
     fn run(&self, tool: &str, args: &[&str]) -> Output {
-        self.tool(tool, args).output().unwrap()
+        output(self.tool(tool, args))
     }
 
     /// Keeps `cmd` running as ours (killed at the end); its index.
@@ -257,12 +257,12 @@ fn image_in(dir: &Path) -> PathBuf {
 /// What the job writes to stdout, run to its end with `args` without
 /// DMTCP.
 fn reference(d: &Dmtcp, args: &[&str]) -> String {
-    let out = Command::new(d.path("job"))
-        .args(args)
-        .env_remove("FAKE_DMTCP_COORD")
-        .env_remove("DMTCP_JOB_END")
-        .output()
-        .unwrap();
+    let out = output(
+        Command::new(d.path("job"))
+            .args(args)
+            .env_remove("FAKE_DMTCP_COORD")
+            .env_remove("DMTCP_JOB_END"),
+    );
     assert!(out.status.success());
     String::from_utf8(out.stdout).unwrap()
 }
@@ -310,19 +310,18 @@ fn the_coordinator_refuses_what_4_2_0_refuses() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("not implemented"), "{}", stderr(&out));
     // Asked to fail: exit 3 before binding, no port file.
-    let out = d
-        .tool(
+    let out = output(
+        d.tool(
             "dmtcp_coordinator",
             &["--port", "0", "--port-file", "pf", "--daemon"],
         )
-        .env("FAKE_DMTCP_COORD_FAIL", "1")
-        .output()
-        .unwrap();
+        .env("FAKE_DMTCP_COORD_FAIL", "1"),
+    );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(!stderr(&out).is_empty());
     assert!(!d.path("pf").exists());
     // Under any other name the binary only says what it is.
-    let out = Command::new(fake_dmtcp()).output().unwrap();
+    let out = output(Command::new(fake_dmtcp()));
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -332,8 +331,8 @@ fn a_daemon_coordinator_is_as_4_2_0s() {
     let port_file = d.path("coord.port");
     let port_file_arg = port_file.to_str().unwrap().to_string();
     // As ckptrun starts it: quiet twice, argv[0] its bare name.
-    let out = d
-        .tool(
+    let out = output(
+        d.tool(
             "dmtcp_coordinator",
             &[
                 "--quiet",
@@ -346,9 +345,8 @@ fn a_daemon_coordinator_is_as_4_2_0s() {
                 "--daemon",
             ],
         )
-        .arg0("dmtcp_coordinator")
-        .output()
-        .unwrap();
+        .arg0("dmtcp_coordinator"),
+    );
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stderr(&out), "");
     // The port is written before the process started exits.
@@ -404,7 +402,7 @@ fn a_daemon_coordinator_is_as_4_2_0s() {
         "dmtcp_coordinator",
         &["-p0", "--port-file", &port_file_arg, "--daemon"],
     );
-    let out = cmd.output().unwrap();
+    let out = output(&mut cmd);
     assert_eq!(out.status.code(), Some(0));
     assert!(
         stderr(&out).starts_with("dmtcp_coordinator starting...")
@@ -582,7 +580,7 @@ fn launch_execs_the_program_with_its_arguments_untouched() {
         .stdout(Stdio::piped());
     let child = cmd.spawn().unwrap();
     let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let out = Running::new(child).finish_output();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
@@ -804,7 +802,7 @@ fn a_restart_cuts_back_files_above_descriptor_2_but_not_stdout() {
         d.pid(restarted).to_string(),
         "the restarted job has the pid dmtcp_restart had"
     );
-    let out = d.children.remove(restarted).wait_with_output().unwrap();
+    let out = Running::new(d.children.remove(restarted)).finish_output();
     assert_eq!(out.status.code(), Some(0));
     let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
     assert_eq!(
@@ -960,7 +958,7 @@ fn a_job_whose_coordinator_dies_exits_99() {
     let job = d.spawn(&mut cmd);
     wait_until("the job runs", || d.lines("out") >= 2);
     d.children[coordinator].kill().unwrap();
-    let out = d.children.remove(job).wait_with_output().unwrap();
+    let out = Running::new(d.children.remove(job)).finish_output();
     assert_eq!(out.status.code(), Some(99));
     assert!(
         stderr(&out).contains("Did DMTCP coordinator die uncleanly?"),
@@ -1041,10 +1039,18 @@ fn a_kcheckpoint_before_the_job_joined_does_not_end_a_later_checkpoints_computat
     let mut d = Dmtcp::new("k-straddles-join");
     let (_, port) = d.coordinator(&[]);
     let mut kc = d.tool("dmtcp_command", &["-p", &port.to_string(), "--kcheckpoint"]);
-    kc.env("FAKE_DMTCP_COMMAND_GAP_MS", "600")
+    kc.env("FAKE_DMTCP_COMMAND_GAP_MS", "2000")
         .stdout(Stdio::null());
     let kc = d.spawn(&mut kc);
-    std::thread::sleep(Duration::from_millis(100));
+    // Once `K` is sent: dmtcp_command sleeps out its gap.
+    let kc_pid = d.pid(kc);
+    wait_until("dmtcp_command has sent K", || {
+        let syscall = std::fs::read_to_string(format!("/proc/{kc_pid}/syscall"));
+        let nr = syscall
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok());
+        matches!(nr, Some(libc::SYS_nanosleep | libc::SYS_clock_nanosleep))
+    });
     let job = d.launch(port, &[], &["1000", "10"]);
     assert_eq!(d.wait(kc).code(), Some(0), "the `c` found the job");
     wait_for_symlink(&d.sandbox.dir);

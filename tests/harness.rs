@@ -25,8 +25,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    CKPTRUN, Rng, clock_seed, generation_of, self_fixture, signal, slots, tar_member, wait_at_most,
-    wait_until_handled,
+    CKPTRUN, Rng, clock_seed, copy_program, generation_of, self_fixture, signal, slots, tar_member,
+    wait_at_most, wait_until_handled,
 };
 
 const STATE: &str = "state";
@@ -138,7 +138,7 @@ fn condor_loop(job: Job) {
     // transfer_input_files: the job's program.
     let spool = base.join("spool");
     fs::create_dir(&spool).unwrap();
-    fs::copy(self_fixture(), spool.join("self_job")).unwrap();
+    copy_program(&self_fixture(), &spool.join("self_job"));
     let started = Instant::now();
     let mut tally = Tally::default();
     let mut newest: Option<(u64, u64)> = None;

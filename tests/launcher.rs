@@ -57,7 +57,7 @@ fn personality_equals_setarchs() {
 fn arch_auto_reads_the_elf_header() {
     for (fixture, want) in [(fixture(), "00a40000"), (fixture_i686(), "00a40008")] {
         let sandbox = Sandbox::new("arch-auto");
-        std::fs::copy(&fixture, sandbox.path("job")).unwrap();
+        copy_program(&fixture, &sandbox.path("job"));
         let report = sandbox.path("report");
         let out = run(sandbox
             .ckptrun(["./job", "1", "1"])
@@ -75,7 +75,7 @@ fn arch_auto_reads_the_elf_header() {
 #[test]
 fn a_32bit_job_checkpoints_and_restarts_too() {
     let sandbox = Sandbox::new("i686-cycle");
-    std::fs::copy(fixture_i686(), sandbox.path("job")).unwrap();
+    copy_program(&fixture_i686(), &sandbox.path("job"));
     let out = run(sandbox.ckptrun(["--interval", "0.3", "./job", "1000", "5"]));
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
     let out = run(sandbox.ckptrun(["./job", "100", "1"]));
@@ -87,7 +87,7 @@ fn a_32bit_job_checkpoints_and_restarts_too() {
 fn the_32bit_ckptrun_runs_the_cycle_too() {
     // The i686 build, as a 32-bit execute node would run it.
     let sandbox = Sandbox::new("i686-ckptrun");
-    std::fs::copy(fixture_i686(), sandbox.path("job")).unwrap();
+    copy_program(&fixture_i686(), &sandbox.path("job"));
     let report = sandbox.path("report");
     let mut cmd = std::process::Command::new(ckptrun_i686());
     cmd.args(["--interval", "0.3", "./job", "1000", "5"])
@@ -308,9 +308,11 @@ fn an_unwritable_sandbox_is_refused_before_the_job_starts() {
     let dir = sandbox.path("ro");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
-    let mut cmd = sandbox.ckptrun(["--", "sh", "-c", "touch ran", "sh"]);
+    // As root, permission bits do not stop us: run as nobody, a copy of
+    // ckptrun nobody can reach wherever the clone is.
+    let ckptrun = sandbox.copy_for_anyone(std::path::Path::new(CKPTRUN));
+    let mut cmd = sandbox.ckptrun_from(&ckptrun, ["--", "sh", "-c", "touch ran", "sh"]);
     cmd.current_dir(&dir);
-    // As root, permission bits do not stop us: run as nobody.
     before_exec(&mut cmd, || {
         // SAFETY: async-signal-safe; a failure leaves us root and the
         // assertion below fails loudly.
@@ -340,7 +342,10 @@ fn the_job_inherits_ckptruns_signal_mask_and_ignored_signals() {
         let mut cmd = if via_ckptrun {
             sandbox.ckptrun(["--", "cat"])
         } else {
-            Command::new("cat")
+            // From the same start as Sandbox::ckptrun's.
+            let mut cat = Command::new("cat");
+            default_signals(&mut cat);
+            cat
         };
         cmd.args(["/proc/self/status", "--"]);
         if !via_ckptrun {

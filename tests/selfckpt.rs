@@ -14,7 +14,7 @@ use common::*;
 /// A sandbox holding the self-checkpointing fixture as `job`.
 fn sandbox(name: &str) -> Sandbox {
     let sandbox = Sandbox::new(name);
-    std::fs::copy(self_fixture(), sandbox.path("job")).unwrap();
+    copy_program(&self_fixture(), &sandbox.path("job"));
     sandbox
 }
 
@@ -241,7 +241,7 @@ fn the_job_ad_sets_the_code_the_signal_and_options_win() {
         "MyType = \"Job\"\nSuccessCheckpointExitCode = 77\nKillSig = \"SIGINT\"\nJobMaxVacateTime = 600\n",
     )
     .unwrap();
-    let script = "trap 'echo x > state; exit 17' USR1; while :; do sleep 0.05; done";
+    let script = "trap 'echo x > state; exit 17' USR1; echo > ready; while :; do sleep 0.05; done";
     let mut args = vec![
         "--mode",
         "self",
@@ -260,8 +260,9 @@ fn the_job_ad_sets_the_code_the_signal_and_options_win() {
     // KillSig = SIGINT is an eviction: it asks for a checkpoint.
     let mut cmd = sandbox.ckptrun(&args);
     cmd.env("_CONDOR_JOB_AD", &ad);
-    let running = start(cmd);
-    std::thread::sleep(Duration::from_millis(2500));
+    let mut running = start(cmd);
+    // Once its trap is set: earlier, SIGUSR1 would kill it.
+    running.wait_for(&sandbox.path("ready"));
     running.signal(libc::SIGINT);
     let out = running.finish();
     assert_eq!(out.code(), Some(77), "{}", out.stderr);
@@ -276,8 +277,9 @@ fn the_job_ad_sets_the_code_the_signal_and_options_win() {
     args.splice(0..0, ["--ckpt-exit-code", "86"]);
     let mut cmd = sandbox.ckptrun(&args);
     cmd.env("_CONDOR_JOB_AD", &ad);
-    let running = start(cmd);
-    std::thread::sleep(Duration::from_millis(2500));
+    let _ = std::fs::remove_file(sandbox.path("ready"));
+    let mut running = start(cmd);
+    running.wait_for(&sandbox.path("ready"));
     running.signal(libc::SIGTERM);
     assert_eq!(running.finish().code(), Some(86));
 
@@ -367,12 +369,13 @@ fn a_restart_that_fails_fast_falls_back_once_to_the_generation_before() {
 #[test]
 fn a_job_that_does_not_answer_is_killed_after_ckpt_timeout() {
     let sandbox = Sandbox::new("self-timeout");
-    let running = start(self_sh(
+    let mut running = start(self_sh(
         &sandbox,
         &["--ckpt-signal", "USR1", "--ckpt-timeout", "0.5"],
-        "trap '' USR1; sleep 30",
+        "trap '' USR1; echo > ready; sleep 30",
     ));
-    std::thread::sleep(Duration::from_millis(200));
+    // Once it ignores SIGUSR1: earlier, SIGUSR1 would kill it.
+    running.wait_for(&sandbox.path("ready"));
     running.signal(libc::SIGTERM);
     let out = running.finish();
     assert_eq!(out.code(), Some(124), "{}", out.stderr);
@@ -535,7 +538,7 @@ fn an_eviction_during_the_restart_grace_is_not_a_failed_restart() {
         assert_eq!(out.code(), Some(85), "{}", out.stderr);
     }
     // SIGTERM is passed on as is (no --ckpt-signal); the job dies of it.
-    let running = start(ckptrun("sleep 30"));
+    let running = start(ckptrun("exec sleep 30"));
     std::thread::sleep(Duration::from_millis(300));
     running.signal(libc::SIGTERM);
     let out = running.finish();
@@ -621,12 +624,12 @@ fn a_checkpoint_finished_just_before_the_request_is_committed() {
     // and it exits 17 at once: the checkpoint is new in this run, so it
     // is good (the harness hit this race about once in 80 runs).
     let sandbox = Sandbox::new("self-race");
-    let running = start(self_sh(
+    let mut running = start(self_sh(
         &sandbox,
         &["--ckpt-signal", "USR1"],
         "trap 'exit 17' USR1; echo done > state; while :; do sleep 0.05; done",
     ));
-    std::thread::sleep(Duration::from_millis(500));
+    running.wait_for(&sandbox.path("state"));
     running.signal(libc::SIGTERM);
     let out = running.finish();
     assert_eq!(out.code(), Some(85), "{}", out.stderr);

@@ -51,6 +51,8 @@ fn a_signal_death_is_passed_on_as_the_same_signal_without_a_core() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
+    // A copy nobody can reach wherever the clone is.
+    let ckptrun = sandbox.copy_for_anyone(std::path::Path::new(CKPTRUN));
     for sig in [
         libc::SIGSEGV,
         libc::SIGINT,
@@ -59,7 +61,7 @@ fn a_signal_death_is_passed_on_as_the_same_signal_without_a_core() {
         libc::SIGABRT,
         libc::SIGUSR1,
     ] {
-        let mut cmd = shell(&sandbox, &[], &format!("kill -{sig} $$"));
+        let mut cmd = shell_from(&sandbox, &ckptrun, &[], &format!("kill -{sig} $$"));
         before_exec(&mut cmd, || {
             let limit = libc::rlimit {
                 rlim_cur: 10 << 20,
@@ -110,7 +112,7 @@ fn signals_ckptrun_raises_itself_are_not_forwarded() {
         .stderr(write_end)
         .spawn()
         .unwrap();
-    let mut job = Running { child };
+    let mut job = Running::new(child);
     job.wait_for(&sandbox.path("ready"));
     job.signal(libc::SIGUSR1);
     let out = job.finish();
@@ -409,7 +411,7 @@ fn as_pid_1_a_signal_death_is_128_plus_n() {
 
     // Eviction still works as PID 1: SIGTERM reaches ckptrun (blocked,
     // not dropped) and becomes the checkpoint code.
-    std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+    copy_program(&fixture(), &sandbox.path("job"));
     let report = sandbox.path("report");
     let mut job = start(
         pid_namespace()

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -44,13 +44,26 @@ pub const DMTCP_TOOLS: [&str; 4] = [
 ];
 
 /// Puts `from` at `to` (replacing what is there): a hard link, or a copy
-/// where linking fails. A copy just written can be "text file busy" to
-/// exec while another test's fork still holds it open; a link cannot.
+/// (`copy_program`) where linking fails.
 pub fn link_or_copy(from: &Path, to: &Path) {
     let _ = std::fs::remove_file(to);
     if std::fs::hard_link(from, to).is_err() {
-        std::fs::copy(from, to).unwrap();
+        copy_program(from, to);
     }
+}
+
+/// Copies a program (or a job's input) to `to`, by `cp`: a file this
+/// process wrote itself could be "text file busy" to exec while another
+/// test's fork, not yet exec'd, still holds the descriptor it wrote with;
+/// one `cp` wrote cannot be.
+pub fn copy_program(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-f")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("run cp");
+    assert!(status.success(), "cp {} {}", from.display(), to.display());
 }
 
 /// Puts the fake DMTCP tools in `dir` (created if missing) under their
@@ -154,7 +167,7 @@ impl Sandbox {
     /// Copies the fixture in as `job`, as transfer_input_files would.
     pub fn with_job(name: &str) -> Self {
         let sandbox = Self::new(name);
-        std::fs::copy(fixture(), sandbox.path("job")).unwrap();
+        copy_program(&fixture(), &sandbox.path("job"));
         sandbox
     }
 
@@ -168,11 +181,37 @@ impl Sandbox {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = Command::new(CKPTRUN);
+        self.ckptrun_from(Path::new(CKPTRUN), args)
+    }
+
+    /// `ckptrun` as above, running the copy at `ckptrun`.
+    pub fn ckptrun_from<I, S>(&self, ckptrun: &Path, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(ckptrun);
         cmd.args(args).current_dir(&self.dir);
         // The condor fixture says where it checkpointed and resumed.
         cmd.env("CONDOR_JOB_VERBOSE", "1");
+        default_signals(&mut cmd);
         cmd
+    }
+
+    /// A copy of `program` in the sandbox that any user can run: the
+    /// copy 0755 and the sandbox (under /tmp) open to all (at least
+    /// 0755), as a user transfers ckptrun. For tests that run as `nobody`,
+    /// who cannot reach the build under a clone in a 0700 directory
+    /// (`mktemp -d`, /root). Removed with the sandbox.
+    pub fn copy_for_anyone(&self, program: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let to = self.path(program.file_name().unwrap());
+        copy_program(program, &to);
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mode = std::fs::metadata(&self.dir).unwrap().permissions().mode();
+        let open = std::fs::Permissions::from_mode(mode | 0o755);
+        std::fs::set_permissions(&self.dir, open).unwrap();
+        to
     }
 }
 
@@ -184,9 +223,15 @@ impl Drop for Sandbox {
     }
 }
 
-/// A running ckptrun.
+/// A running ckptrun. Its output is read as it comes (a full pipe would
+/// stall it); dropped before it ended (a test failing half-way), it is
+/// killed with every process it started.
 pub struct Running {
     pub child: Child,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    /// The inodes of its stdout and stderr pipes, to find who holds them.
+    pipes: Vec<u64>,
 }
 
 pub struct Finished {
@@ -213,7 +258,7 @@ pub fn start(mut cmd: impl BorrowMut<Command>) -> Running {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ckptrun");
-    Running { child }
+    Running::new(child)
 }
 
 /// Runs to the end (at most 30 s).
@@ -221,7 +266,34 @@ pub fn run(cmd: impl BorrowMut<Command>) -> Finished {
     start(cmd).finish()
 }
 
+/// `cmd.output()` with `run`'s bounds: past them, what it left running
+/// is killed and the test fails, instead of waiting for ever.
+pub fn output(cmd: impl BorrowMut<Command>) -> Output {
+    start(cmd).finish_output()
+}
+
+/// How long a finished ckptrun's output pipes may stay open: held by
+/// something it left running, which would otherwise block the test for
+/// ever.
+const PIPES_CLOSE_WITHIN: Duration = Duration::from_secs(10);
+
 impl Running {
+    /// Takes over a spawned ckptrun (its stdout and stderr, where piped).
+    pub fn new(child: Child) -> Self {
+        use std::os::fd::AsRawFd;
+        let fds = [
+            child.stdout.as_ref().map(|s| s.as_raw_fd()),
+            child.stderr.as_ref().map(|s| s.as_raw_fd()),
+        ];
+        let pipes = fds.into_iter().flatten().filter_map(pipe_inode).collect();
+        Self {
+            child,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            pipes,
+        }
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
@@ -241,49 +313,269 @@ impl Running {
                     "ckptrun ended ({:?}) before {} appeared; stderr:\n{}",
                     out.status,
                     path.display(),
-                    out.stderr
+                    String::from_utf8_lossy(&out.stderr)
                 );
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} never appeared",
-                path.display()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+            if Instant::now() >= deadline {
+                let left = self.kill_all();
+                panic!(
+                    "{} never appeared; killed what was still running: {left:#?}; stderr:\n{}",
+                    path.display(),
+                    String::from_utf8_lossy(&self.stderr)
+                );
+            }
+            self.read_output(Duration::from_millis(10));
         }
     }
 
-    /// Waits for the end (at most 30 s; then kills it and fails).
-    pub fn finish(mut self) -> Finished {
+    /// Waits for the end (at most 30 s; then kills it, and all it
+    /// started, and fails).
+    pub fn finish(self) -> Finished {
+        let out = self.finish_output();
+        Finished {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `finish`, the output as bytes.
+    pub fn finish_output(mut self) -> Output {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return self.collect(status);
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let status = self.child.wait().unwrap();
-                let out = self.collect(status);
-                panic!("ckptrun did not end within 30 s; stderr:\n{}", out.stderr);
+                let left = self.kill_all();
+                panic!(
+                    "ckptrun did not end within 30 s; killed what was still running: \
+                     {left:#?}; stderr:\n{}",
+                    String::from_utf8_lossy(&self.stderr)
+                );
             }
-            std::thread::sleep(Duration::from_millis(5));
+            self.read_output(Duration::from_millis(5));
         }
     }
 
-    fn collect(&mut self, status: ExitStatus) -> Finished {
-        let mut stdout = String::new();
-        let mut stderr = String::new();
-        if let Some(mut s) = self.child.stdout.take() {
-            s.read_to_string(&mut stdout).unwrap();
+    /// The rest of the output of a ckptrun that has ended: until its
+    /// pipes close, which must be soon. A process it left holding them is
+    /// killed, and the test fails naming it.
+    fn collect(&mut self, status: ExitStatus) -> Output {
+        let deadline = Instant::now() + PIPES_CLOSE_WITHIN;
+        while self.child.stdout.is_some() || self.child.stderr.is_some() {
+            if Instant::now() >= deadline {
+                let left = self.kill_all();
+                panic!(
+                    "ckptrun ended ({status:?}) but its output pipes were still open \
+                     {} s later; killed what held them: {left:#?}; stderr:\n{}",
+                    PIPES_CLOSE_WITHIN.as_secs(),
+                    String::from_utf8_lossy(&self.stderr)
+                );
+            }
+            self.read_output(Duration::from_millis(100));
         }
-        if let Some(mut s) = self.child.stderr.take() {
-            s.read_to_string(&mut stderr).unwrap();
-        }
-        Finished {
+        Output {
             status,
-            stdout,
-            stderr,
+            stdout: std::mem::take(&mut self.stdout),
+            stderr: std::mem::take(&mut self.stderr),
         }
+    }
+
+    /// Reads what ckptrun's pipes hold, waiting at most `limit` for
+    /// something to come (or just sleeping `limit` if both are closed); a
+    /// pipe at its end is closed.
+    fn read_output(&mut self, limit: Duration) {
+        use std::os::fd::AsRawFd;
+        let mut fds: Vec<libc::pollfd> = [
+            self.child.stdout.as_ref().map(|s| s.as_raw_fd()),
+            self.child.stderr.as_ref().map(|s| s.as_raw_fd()),
+        ]
+        .into_iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+        if fds.iter().all(|p| p.fd < 0) {
+            std::thread::sleep(limit);
+            return;
+        }
+        // SAFETY: fds is a valid array of pollfd; a negative fd is skipped.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, limit.as_millis() as i32) };
+        if ready <= 0 {
+            return;
+        }
+        let mut buf = [0u8; 65536];
+        if fds[0].revents != 0 {
+            if let Some(s) = self.child.stdout.as_mut() {
+                match s.read(&mut buf) {
+                    Ok(n) if n > 0 => self.stdout.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    _ => self.child.stdout = None,
+                }
+            }
+        }
+        if fds[1].revents != 0 {
+            if let Some(s) = self.child.stderr.as_mut() {
+                match s.read(&mut buf) {
+                    Ok(n) if n > 0 => self.stderr.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    _ => self.child.stderr = None,
+                }
+            }
+        }
+    }
+
+    /// SIGKILL for ckptrun, everything it started (its descendants, found
+    /// while it still stands, stopped first so none forks away) and
+    /// whatever else holds its output pipes (a daemon that left the
+    /// tree); reaps ckptrun. Returns what it killed, described.
+    pub fn kill_all(&mut self) -> Vec<String> {
+        let mut killed = Vec::new();
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let me = std::process::id() as i32;
+        loop {
+            let mut found = if self.child.try_wait().ok().flatten().is_none() {
+                signal(self.pid(), libc::SIGSTOP);
+                descendants(self.pid())
+            } else {
+                Vec::new()
+            };
+            found.extend(holders_of(&self.pipes).into_iter().filter(|&p| p != me));
+            found.sort_unstable();
+            found.dedup();
+            found.retain(|p| !seen.contains(p));
+            if found.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            for &pid in &found {
+                signal(pid, libc::SIGSTOP);
+                killed.push(describe(pid));
+            }
+            seen.extend(found);
+        }
+        for &pid in &seen {
+            signal(pid, libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Whatever they left unread is of no use now.
+        self.child.stdout = None;
+        self.child.stderr = None;
+        killed
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let left = self.kill_all();
+            eprintln!(
+                "killed ckptrun {} and what it left running: {left:#?}",
+                self.pid()
+            );
+        }
+    }
+}
+
+/// The inode of the pipe `fd` is an end of.
+fn pipe_inode(fd: i32) -> Option<u64> {
+    // SAFETY: fstat fills the zeroed struct we pass.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
+}
+
+/// Processes with the write end of one of the pipes `inodes` open (the
+/// read end is the test's, and is in any child it is forking for another
+/// test until that child execs).
+fn holders_of(inodes: &[u64]) -> Vec<i32> {
+    let names: Vec<String> = inodes.iter().map(|i| format!("pipe:[{i}]")).collect();
+    let write_only = |fdinfo: PathBuf| {
+        let info = std::fs::read_to_string(fdinfo).unwrap_or_default();
+        let flags = info.lines().find_map(|l| l.strip_prefix("flags:"));
+        flags
+            .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+            .is_some_and(|f| f & libc::O_ACCMODE == libc::O_WRONLY)
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let fds = std::fs::read_dir(entry.path().join("fd"));
+        let holds = fds.into_iter().flatten().flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|l| names.iter().any(|n| l.as_os_str() == n.as_str()))
+                && write_only(entry.path().join("fdinfo").join(fd.file_name()))
+        });
+        if holds && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Every live descendant of `pid` (children, theirs, ...).
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() {
+            if let Some((ppid, state)) = parent_and_state(p) {
+                if state != 'Z' {
+                    all.push((p, ppid));
+                }
+            }
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(all.iter().filter(|&&(_, pp)| pp == parent).map(|&(p, _)| p));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// `PID: ARGV` of a process, for a report.
+fn describe(pid: i32) -> String {
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let argv: Vec<String> = argv
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    format!("{pid}: {}", argv.join(" "))
+}
+
+/// Resets, in the child before it execs, every signal's disposition to
+/// the default and unblocks them all: what the tests expect of ckptrun's
+/// start, whatever the environment running them left (a non-interactive
+/// shell's background job ignores SIGINT and SIGQUIT, nohup SIGHUP, and
+/// ckptrun rightly hands ignored signals on to the job). A test setting
+/// dispositions of its own does so after this (`before_exec` runs later).
+pub fn default_signals(cmd: &mut Command) {
+    // SAFETY: between fork and exec only async-signal-safe calls
+    // (sigaction, sigemptyset, sigprocmask) on stack data.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut dfl.sa_mask);
+            for sig in 1..=31 {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::sigaction(sig, &dfl, std::ptr::null_mut());
+                }
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            Ok(())
+        });
     }
 }
 
@@ -315,6 +607,7 @@ pub fn pid_namespace() -> std::process::Command {
         cmd.arg("--map-root-user");
     }
     cmd.args(["--fork", "--pid", "--mount-proc"]);
+    default_signals(&mut cmd);
     cmd
 }
 
@@ -360,9 +653,14 @@ pub fn assert_one_error_line(out: &Finished, needle: &str) {
 /// `ckptrun EXTRA... -- sh -c SCRIPT sh`; in condor mode the job's `$1 $2`
 /// are `-_condor_ckpt sh.ckpt` (or `-_condor_restart sh.ckpt ...`).
 pub fn shell(sandbox: &Sandbox, extra: &[&str], script: &str) -> Command {
+    shell_from(sandbox, Path::new(CKPTRUN), extra, script)
+}
+
+/// `shell`, running the copy of ckptrun at `ckptrun`.
+pub fn shell_from(sandbox: &Sandbox, ckptrun: &Path, extra: &[&str], script: &str) -> Command {
     let mut args: Vec<&str> = extra.to_vec();
     args.extend(["--", "sh", "-c", script, "sh"]);
-    sandbox.ckptrun(args)
+    sandbox.ckptrun_from(ckptrun, args)
 }
 
 /// Polls `cond` every 5 ms for up to 5 s.
