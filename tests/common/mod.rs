@@ -518,29 +518,6 @@ fn holders_of(inodes: &[u64]) -> Vec<i32> {
     found
 }
 
-/// Every live descendant of `pid` (children, theirs, ...).
-fn descendants(pid: i32) -> Vec<i32> {
-    let mut all = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() {
-            if let Some((ppid, state)) = parent_and_state(p) {
-                if state != 'Z' {
-                    all.push((p, ppid));
-                }
-            }
-        }
-    }
-    let mut found = vec![pid];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(all.iter().filter(|&&(_, pp)| pp == parent).map(|&(p, _)| p));
-        i += 1;
-    }
-    found.remove(0);
-    found
-}
-
 /// `PID: ARGV` of a process, for a report.
 fn describe(pid: i32) -> String {
     let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
