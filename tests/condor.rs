@@ -503,7 +503,9 @@ fn a_sandbox_file_named_in_no_utf_8_that_cannot_be_marked_is_logged_without_allo
     let sandbox = Sandbox::new("mark-not-utf8");
     let name = std::ffi::OsStr::from_bytes(b"caf\xe9.out");
     std::fs::write(sandbox.path(name), "the job's output\n").unwrap();
-    let mut cmd = sandbox.ckptrun(["--mode", "init", "-v", "--", "true"]);
+    // A copy nobody can run, wherever the clone is (a 0700 directory).
+    let ckptrun = sandbox.copy_for_anyone(std::path::Path::new(CKPTRUN));
+    let mut cmd = sandbox.ckptrun_from(&ckptrun, ["--mode", "init", "-v", "--", "true"]);
     cmd.env("_CONDOR_SCRATCH_DIR", &sandbox.dir);
     before_exec(&mut cmd, || {
         // SAFETY: setgroups, setgid and setuid are async-signal-safe;
