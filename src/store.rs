@@ -6,21 +6,26 @@
 //! on an exit with the checkpoint code, it uploads the sandbox's new and
 //! changed top-level files, never a directory. The store `NAME` is the
 //! files `NAME.0` to `NAME.K` (`--keep K` older generations, default 1):
-//! generation N is written to `NAME.(N mod K+1)`, replacing the oldest, so
-//! a commit adds one changed file to what HTCondor uploads and the spool
-//! never holds more than K+1. An empty slot file holds no generation.
-//! Every slot is created at the first start, so that a submit file may
-//! list them all.
+//! a generation goes to an empty slot, else to one holding a damaged
+//! generation, else replaces the oldest, so a commit adds one changed
+//! file to what HTCondor uploads and the spool never holds more than K+1.
+//! Generations are found by reading the slots, so `--keep` may change
+//! between runs. An empty slot file holds no generation. Every slot is
+//! created at the first start (and when `--keep` grows), so that a submit
+//! file may list them all.
 //!
-//! - Commit: the archive is written in the scratch directory `.NAME`,
-//!   fsync'd, renamed over its slot, and the directory fsync'd. The
-//!   rename is the commit: an interruption at any instant leaves every
-//!   committed generation as it was.
+//! - Commit: the archive, its manifest last (see `manifest`), is written
+//!   in the scratch directory `.NAME`, fsync'd, renamed over its slot, and
+//!   the directory fsync'd. The rename is the commit: an interruption at
+//!   any instant leaves every committed generation as it was; a failure
+//!   removes what it wrote at once.
+//! - Verify: before any restart, the chosen generation is checked in full
+//!   against its manifest; a damaged one is never restored (the newest
+//!   intact one is, and stderr says what was lost).
 //! - Restore (self mode): before each start, each working path
-//!   (`--ckpt PATH`) is replaced by a private copy of the newest
-//!   generation, built beside it and swapped in (rename for a file,
-//!   renameat2(RENAME_EXCHANGE) for a directory, so the job never sees a
-//!   half-restored path). The copy is not fsync'd: it is rebuilt from the
+//!   (`--ckpt PATH`) is removed (a full disk gets the room back) and
+//!   replaced by a private copy of the generation, built beside it and
+//!   renamed into place. The copy is not fsync'd: it is rebuilt from the
 //!   store before every start, so a crash cannot leave one that is used.
 //! - First start: generation 0 holds the working paths as the job was
 //!   given them, its starting state (not a checkpoint).
