@@ -385,17 +385,16 @@ impl Protocol for SelfCkpt {
         log.warn(format_args!(
             "restart from generation {g} failed within --restart-grace ({ended}); falling back once"
         ));
-        if !self.store.can_fall_back(g, log) {
-            log.warn(format_args!("no older intact checkpoint to fall back to"));
-            return false;
-        }
         match self.store.fall_back(g, log) {
             Ok(Some(previous)) => {
                 self.restored = Some(previous);
                 self.started();
                 true
             }
-            Ok(None) => false,
+            Ok(None) => {
+                log.warn(format_args!("no older intact checkpoint to fall back to"));
+                false
+            }
             Err(f) => {
                 log.warn(format_args!("cannot fall back: {f}"));
                 false

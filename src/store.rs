@@ -1059,21 +1059,19 @@ impl Store {
         }
     }
 
-    /// Whether there is an intact generation older than `g`, from 1 on
-    /// (generation 0 is the starting state, not a checkpoint), to fall
-    /// back to. Verifies it.
-    pub fn can_fall_back(&self, g: u64, log: &Log) -> bool {
-        matches!(self.newest_intact(Some(g), log), Ok(Some((n, _))) if n >= 1)
-    }
-
     /// Generation `bad` would not restart: moves it to `.NAME/failed`
     /// (the only one kept there), leaves an empty file in its slot (which
     /// HTCondor then uploads over the bad one), and restores the newest
-    /// intact generation before it. Returns that one.
+    /// intact generation before it, verified once. Returns that one; none
+    /// (nothing changed) when there is no intact one from 1 on
+    /// (generation 0 is the starting state, not a checkpoint).
     pub fn fall_back(&self, bad: u64, log: &Log) -> Result<Option<u64>, Failed> {
         let Some((previous, file)) = self.newest_intact(Some(bad), log)? else {
             return Ok(None);
         };
+        if previous == 0 {
+            return Ok(None);
+        }
         self.set_failed_aside(bad)?;
         log.warn(format_args!(
             "kept generation {bad} as {}/failed; falling back to generation {previous}",
