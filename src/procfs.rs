@@ -18,6 +18,28 @@ pub fn catches(pid: Pid, sig: Sig) -> bool {
         .is_some_and(|(_, mask)| (1..=31).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
 }
 
+/// Whether our child `pid` has left its program behind: it is exiting
+/// or a zombie. /proc/PID/exe names the program of a process that has
+/// one; `exit` drops it (exit_mm) before it closes the process's files,
+/// while `execve` has the new one in place before it closes those marked
+/// close-on-exec. So once a close-on-exec pipe's end has closed, this
+/// tells an exit from an exec. `None` when /proc cannot say (not
+/// mounted, or not our PID namespace's). Does not allocate.
+pub fn has_exited(pid: Pid) -> Option<bool> {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    stat(pid).filter(|&(ppid, _)| ppid == me)?;
+    let mut path: heapless::String<32> = heapless::String::new();
+    write!(path, "/proc/{pid}/exe\0").ok()?;
+    let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
+    // Following the link: ENOENT once the program is gone. Anything else
+    // (found; EACCES for a job that exec'd a set-uid program) means one
+    // is there.
+    Some(matches!(
+        rustix::fs::stat(path),
+        Err(rustix::io::Errno::NOENT)
+    ))
+}
+
 /// Parent and caught-signal mask of `pid`, from /proc/PID/stat.
 fn stat(pid: Pid) -> Option<(Pid, u64)> {
     let mut path: heapless::String<32> = heapless::String::new();
@@ -114,6 +136,24 @@ mod tests {
     fn a_cut_line_means_unknown() {
         assert_eq!(parse_stat(b"4242 (cut"), None);
         assert_eq!(parse_stat(&STAT[..60]), None);
+    }
+
+    #[test]
+    fn tells_a_running_child_from_an_exited_one() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as Pid;
+        assert_eq!(has_exited(pid), Some(false));
+        child.kill().unwrap();
+        // A zombie now, not reaped: what spawn sees after an exit.
+        let peek = rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOWAIT;
+        let rpid = rustix::process::Pid::from_raw(pid).unwrap();
+        rustix::process::waitid(rustix::process::WaitId::Pid(rpid), peek).unwrap();
+        assert_eq!(has_exited(pid), Some(true));
+        child.wait().unwrap();
+        assert_eq!(has_exited(pid), None, "reaped: not our child any more");
     }
 
     #[test]

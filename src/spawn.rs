@@ -361,18 +361,23 @@ fn read_report(pipe: OwnedFd) -> Result<Option<SpawnError>, i32> {
     })
 }
 
-/// After an empty report: whether the child has already exited with
-/// REPORT_LOST, not exec'd. Looked at without reaping (WNOWAIT), so that
-/// an exec'd job's own end is left for the supervisor. A child still
-/// between closing the pipe and becoming a zombie is not seen here: it is
-/// then reaped as the job, which "exited 125", as ckptrun would say too.
+/// After an empty report: whether the child exited with REPORT_LOST
+/// rather than exec'd. Both close the pipe; /proc tells which (see
+/// `procfs::has_exited`), and a child seen exiting is waited for, without
+/// reaping it (WNOWAIT): an exec'd job's own end is left for the
+/// supervisor. Without /proc, only a child that is a zombie already is
+/// seen; one still exiting is then reaped as the job, which "exited 125",
+/// as ckptrun would say too.
 fn lost_its_report(pid: Pid) -> bool {
     use rustix::process::{WaitId, WaitIdOptions};
-    let Some(pid) = RPid::from_raw(pid) else {
+    let Some(rpid) = RPid::from_raw(pid) else {
         return false;
     };
-    let peek = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-    rustix::process::waitid(WaitId::Pid(pid), peek)
+    let mut peek = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+    if crate::procfs::has_exited(pid) != Some(true) {
+        peek |= WaitIdOptions::NOHANG;
+    }
+    rustix::process::waitid(WaitId::Pid(rpid), peek)
         .ok()
         .flatten()
         .is_some_and(|status| status.exit_status() == Some(REPORT_LOST))
