@@ -1024,15 +1024,15 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_documents_every_variable() {
-        let readme = include_str!("../README.md");
+    fn the_reference_documents_every_variable() {
+        let reference = include_str!("../docs/reference.md");
         for (name, ..) in OPTIONS
             .iter()
             .filter(|o| !matches!(o.0, "help" | "version"))
         {
             assert!(
-                readme.contains(&env_name(name)),
-                "README.md does not mention {}",
+                reference.contains(&format!("`{}`", env_name(name))),
+                "docs/reference.md does not mention {}",
                 env_name(name)
             );
         }

@@ -36,8 +36,9 @@
 //!   and changed top-level files, never a directory, merged over the spool
 //!   all at once; a crash or a `-fast` vacate uploads nothing.
 //! - A start with no committed checkpoint (generation 0 alone) is a fresh
-//!   run: ckptrun appends to `out` (README), so the harness removes the
-//!   `out` a failed attempt uploaded, as a user's wrapper would.
+//!   run: ckptrun appends to `out` (`--stdout`, docs/reference.md), so
+//!   the harness removes the `out` a failed attempt uploaded, as a user's
+//!   wrapper would.
 //!
 //! Checked after every round, in the sandbox and in the spool: every slot
 //! file is empty or a whole archive (GNU tar reads it) whose generations
@@ -268,7 +269,7 @@ fn evictions_and_crashes_under_the_real_dmtcp_never_lose_or_tear_a_checkpoint() 
         if !left.is_empty() {
             let coordinators_only = left.iter().all(|p| p.contains("dmtcp_coordinator"));
             if played.crashed && coordinators_only {
-                // README: a coordinator no client joined cannot know to
+                // docs/dmtcp.md: a coordinator no client joined cannot know to
                 // exit. One whose clients had joined exits after the last
                 // (DMTCP's --exit-on-last), but one run of this test saw
                 // one still there 3 s after the job had gone (a restarted

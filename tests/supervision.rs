@@ -1,6 +1,6 @@
 //! How ckptrun supervises: signals forwarded and remapped, orphans
 //! reaped, and the job's end turned into ckptrun's, row by row of the
-//! README's exit table.
+//! exit table in docs/reference.md.
 
 mod common;
 

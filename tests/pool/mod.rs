@@ -614,7 +614,7 @@ pub fn self_dir(name: &str) -> Option<SubmitDir> {
 }
 
 /// A submit directory for examples/htcondor/dmtcp.sub: ckptrun, the C
-/// counter and DMTCP's install tree, as the README says to lay them out.
+/// counter and DMTCP's install tree, as docs/dmtcp.md says to lay them out.
 pub fn dmtcp_dir(name: &str) -> Option<SubmitDir> {
     let pool = pool()?;
     let bin = crate::common::real_dmtcp("htcondor")?;
