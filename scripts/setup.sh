@@ -2,7 +2,8 @@
 # Installs what building, testing, the demo and the benchmarks need on a
 # fresh Debian machine with rustup: the musl targets, rust-src (the release
 # build rebuilds std from it: scripts/build-release.sh), util-linux (setarch,
-# unshare), bsdutils (script), strace, and for benchmarks hyperfine, tini
+# unshare), bsdutils (script), strace, runc and busybox-static (the
+# container tests, tests/runc.rs), and for benchmarks hyperfine, tini
 # (with tini-static), dumb-init, catatonit and procps (pgrep).
 # Usage: scripts/setup.sh [--bench]
 set -euo pipefail
@@ -25,6 +26,12 @@ command -v strace >/dev/null || packages+=(strace)
 command -v tar >/dev/null || packages+=(tar)
 # xxhsum: the tests check the store's manifests with it, as a user would.
 command -v xxhsum >/dev/null || packages+=(xxhash)
+# tests/runc.rs: ckptrun as PID 1 of a real OCI container, a static
+# busybox for the container's shell jobs.
+# (runc is in /usr/sbin, which a non-root PATH may lack.)
+command -v runc >/dev/null || [ -x /usr/sbin/runc ] || packages+=(runc)
+dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' ||
+    packages+=(busybox-static)
 if [ "${1:-}" = "--bench" ]; then
     command -v hyperfine >/dev/null || packages+=(hyperfine)
     command -v tini >/dev/null || packages+=(tini)
