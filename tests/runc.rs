@@ -139,7 +139,8 @@ impl Bundle {
     /// `linux.seccomp` object) if given.
     fn configure(&self, args: &[&str], seccomp: Option<&str>) {
         let _ = std::fs::remove_file(self.sandbox.path("config.json"));
-        let out = self.runc().arg("spec").output().expect("run runc spec");
+        let mut runc_spec = self.runc();
+        let out = output(runc_spec.arg("spec"));
         assert!(
             out.status.success(),
             "runc spec: {}",
