@@ -382,6 +382,20 @@ fn wait_long(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// ckptrun as a plain init, running the job.
+const INIT_ARGS: [&str; 6] = ["/ckptrun", "--mode", "init", "--", "/bin/sh", "/job.sh"];
+
+/// `runc run` ended with `code`, the container's exit status.
+fn assert_exit(out: &Finished, code: i32) {
+    assert_eq!(
+        out.code(),
+        Some(code),
+        "runc run: {:?} {}",
+        out.status,
+        out.stderr
+    );
+}
+
 #[test]
 fn runc_kill_reaches_the_job_and_its_exit_is_the_containers() {
     let job = "trap 'echo USR1 >> /work/got' USR1
@@ -392,10 +406,7 @@ while :; do sleep 0.05; done
     let Some(bundle) = Bundle::new("signals", job) else {
         return;
     };
-    bundle.configure(
-        &["/ckptrun", "--mode", "init", "--", "/bin/sh", "/job.sh"],
-        None,
-    );
+    bundle.configure(&INIT_ARGS, None);
     let mut container = bundle.run("a");
     container.wait_for(&bundle.work("ready"));
     container.kill("USR1");
@@ -404,13 +415,7 @@ while :; do sleep 0.05; done
     });
     container.kill("TERM");
     let out = container.finish();
-    assert_eq!(
-        out.code(),
-        Some(42),
-        "runc run: {:?} {}",
-        out.status,
-        out.stderr
-    );
+    assert_exit(&out, 42);
     assert_eq!(
         std::fs::read_to_string(bundle.work("got")).unwrap(),
         "USR1\nTERM\n"
@@ -439,10 +444,7 @@ exit 3
     let Some(bundle) = Bundle::new("zombies", job) else {
         return;
     };
-    bundle.configure(
-        &["/ckptrun", "--mode", "init", "--", "/bin/sh", "/job.sh"],
-        None,
-    );
+    bundle.configure(&INIT_ARGS, None);
     let mut container = bundle.run("a");
     container.wait_for(&bundle.work("ended"));
     let init = container.init_pid();
@@ -470,13 +472,7 @@ exit 3
     );
     std::fs::write(bundle.work("go"), "").unwrap();
     let out = container.finish();
-    assert_eq!(
-        out.code(),
-        Some(3),
-        "runc run: {:?} {}",
-        out.status,
-        out.stderr
-    );
+    assert_exit(&out, 3);
 }
 
 #[test]
@@ -566,13 +562,7 @@ fn self_mode_commits_at_eviction_and_resumes_in_a_second_container() {
     first.wait_for(&bundle.work("running"));
     first.kill("TERM");
     let out = first.finish();
-    assert_eq!(
-        out.code(),
-        Some(85),
-        "runc run: {:?} {}",
-        out.status,
-        out.stderr
-    );
+    assert_exit(&out, 85);
     let work = bundle.sandbox.path("work");
     assert_eq!(
         generations(&work, "ckptrun.store"),
@@ -587,13 +577,7 @@ fn self_mode_commits_at_eviction_and_resumes_in_a_second_container() {
 
     // A second container on the same sandbox resumes there and finishes.
     let out = bundle.run("second").finish();
-    assert_eq!(
-        out.code(),
-        Some(0),
-        "runc run: {:?} {}",
-        out.status,
-        out.stderr
-    );
+    assert_exit(&out, 0);
     assert_eq!(
         std::fs::read_to_string(bundle.work("starts")).unwrap(),
         format!("start 0\nstart {at}\n")
@@ -605,13 +589,7 @@ fn self_mode_commits_at_eviction_and_resumes_in_a_second_container() {
     };
     reference.configure(&SELF_ARGS, None);
     let out = reference.run("a").finish();
-    assert_eq!(
-        out.code(),
-        Some(0),
-        "runc run: {:?} {}",
-        out.status,
-        out.stderr
-    );
+    assert_exit(&out, 0);
     assert_eq!(
         std::fs::read_to_string(bundle.work("result")).unwrap(),
         std::fs::read_to_string(reference.work("result")).unwrap()
