@@ -487,6 +487,33 @@ impl<'a> Dmtcp<'a> {
         Action::Kill
     }
 
+    /// Whether the coordinator's end now is part of the computation's:
+    /// else it takes the job with it (DMTCP's 99), and the user is told.
+    fn coordinator_may_end(&self) -> bool {
+        self.job_ended
+            || self.quitting.is_some()
+            || self.outcome != Outcome::Running
+            // DMTCP ends the computation, then the coordinator.
+            || self.pending.is_some_and(|p| p.kills)
+    }
+
+    /// A coordinator killed under the job, seen as the job ends. The job
+    /// may be reaped before it: the job's socket closes as the coordinator
+    /// exits, before it is a zombie. Looked at without reaping; `reaped`
+    /// hears of it later, as an end then expected.
+    fn coordinator_died_first(&self, log: &Log) {
+        let Some(pid) = self.coordinator else { return };
+        let Some(raw) = crate::procfs::ended_unreaped(pid) else {
+            return;
+        };
+        let ended = Ended { raw, pid };
+        if !self.coordinator_may_end() && ended.exit_code() != Some(0) {
+            log.warn(format_args!(
+                "the DMTCP coordinator {ended} while the job runs"
+            ));
+        }
+    }
+
     /// The coordinator has exited (its pid known, and reaped).
     fn coordinator_gone(&self) -> bool {
         self.coordinator.is_none() && !self.coordinator_unknown
@@ -764,12 +791,7 @@ impl Protocol for Dmtcp<'_> {
         self.helpers.retain(|&h| h != pid);
         if Some(pid) == self.coordinator {
             self.coordinator = None;
-            let expected = self.job_ended
-                || self.quitting.is_some()
-                || self.outcome != Outcome::Running
-                // DMTCP ends the computation, then the coordinator.
-                || self.pending.is_some_and(|p| p.kills);
-            if expected {
+            if self.coordinator_may_end() {
                 log.info(format_args!("the DMTCP coordinator {ended}"));
             } else if ended.exit_code() == Some(0) {
                 // --exit-on-last: the computation may be ending.
@@ -788,7 +810,8 @@ impl Protocol for Dmtcp<'_> {
         }
     }
 
-    fn job_ended(&mut self) {
+    fn job_ended(&mut self, log: &Log) {
+        self.coordinator_died_first(log);
         self.job_ended = true;
     }
 

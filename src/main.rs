@@ -296,7 +296,7 @@ impl Start<'_> {
                 break (job, ended);
             }
         };
-        protocol.job_ended();
+        protocol.job_ended(log);
         if let Some(file) = &status_file {
             file.record(ended, log);
         }

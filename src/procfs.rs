@@ -40,6 +40,25 @@ pub fn has_exited(pid: Pid) -> Option<bool> {
     ))
 }
 
+/// The wait status (as wait(2) gives it) of our child `pid` if it has
+/// ended, without reaping it (WNOWAIT): whoever reaps it still hears of
+/// it. One that `has_exited` shows exiting but not yet a zombie is waited
+/// for, briefly: it has only its last steps left. Does not allocate.
+pub fn ended_unreaped(pid: Pid) -> Option<i32> {
+    use rustix::process::{WaitId, WaitIdOptions};
+    let mut peek = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+    if has_exited(pid) != Some(true) {
+        peek |= WaitIdOptions::NOHANG;
+    }
+    let rpid = rustix::process::Pid::from_raw(pid)?;
+    let status = rustix::process::waitid(WaitId::Pid(rpid), peek).ok()??;
+    match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => Some((code & 0xff) << 8),
+        (None, Some(sig)) => Some(sig | if status.dumped() { 0x80 } else { 0 }),
+        _ => None,
+    }
+}
+
 /// Parent and caught-signal mask of `pid`, from /proc/PID/stat.
 fn stat(pid: Pid) -> Option<(Pid, u64)> {
     let mut path: heapless::String<32> = heapless::String::new();
@@ -152,6 +171,8 @@ mod tests {
         let rpid = rustix::process::Pid::from_raw(pid).unwrap();
         rustix::process::waitid(rustix::process::WaitId::Pid(rpid), peek).unwrap();
         assert_eq!(has_exited(pid), Some(true));
+        let raw = ended_unreaped(pid).unwrap();
+        assert!(libc::WIFSIGNALED(raw) && libc::WTERMSIG(raw) == libc::SIGKILL);
         child.wait().unwrap();
         assert_eq!(has_exited(pid), None, "reaped: not our child any more");
     }

@@ -231,7 +231,7 @@ pub trait Protocol {
     /// The job has ended for good (it is not started again): children
     /// reaped from now on (`--kill-after` ends them before `judge`) end
     /// with it, not while it runs.
-    fn job_ended(&mut self) {}
+    fn job_ended(&mut self, _log: &Log) {}
     /// ckptrun is about to exit (after `judge`, or when the job could not
     /// start): stop whatever the protocol started besides the job.
     fn end(&mut self, _log: &Log) {}

@@ -363,22 +363,11 @@ fn read_report(pipe: OwnedFd) -> Result<Option<SpawnError>, i32> {
 
 /// After an empty report: whether the child exited with REPORT_LOST
 /// rather than exec'd. Both close the pipe; /proc tells which (see
-/// `procfs::has_exited`), and a child seen exiting is waited for, without
-/// reaping it (WNOWAIT): an exec'd job's own end is left for the
-/// supervisor. Without /proc, only a child that is a zombie already is
-/// seen; one still exiting is then reaped as the job, which "exited 125",
-/// as ckptrun would say too.
+/// `procfs::has_exited` and `ended_unreaped`), and an exec'd job's own
+/// end is left for the supervisor. Without /proc, only a child that is a
+/// zombie already is seen; one still exiting is then reaped as the job,
+/// which "exited 125", as ckptrun would say too.
 fn lost_its_report(pid: Pid) -> bool {
-    use rustix::process::{WaitId, WaitIdOptions};
-    let Some(rpid) = RPid::from_raw(pid) else {
-        return false;
-    };
-    let mut peek = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
-    if crate::procfs::has_exited(pid) != Some(true) {
-        peek |= WaitIdOptions::NOHANG;
-    }
-    rustix::process::waitid(WaitId::Pid(rpid), peek)
-        .ok()
-        .flatten()
-        .is_some_and(|status| status.exit_status() == Some(REPORT_LOST))
+    crate::procfs::ended_unreaped(pid)
+        .is_some_and(|raw| libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == REPORT_LOST)
 }
