@@ -3,6 +3,7 @@
 //! where nothing may allocate.
 
 use core::fmt::Write;
+use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
 
@@ -40,18 +41,30 @@ pub fn has_exited(pid: Pid) -> Option<bool> {
     ))
 }
 
+/// How long `ended_unreaped` waits for a child it saw exiting to become
+/// a zombie: it has only its last steps left, unless it is stuck in the
+/// kernel (a hung file system), which must not stop ckptrun.
+const EXITING_WITHIN: Duration = Duration::from_secs(1);
+
 /// The wait status (as wait(2) gives it) of our child `pid` if it has
 /// ended, without reaping it (WNOWAIT): whoever reaps it still hears of
-/// it. One that `has_exited` shows exiting but not yet a zombie is waited
-/// for, briefly: it has only its last steps left. Does not allocate.
+/// it. One that `has_exited` shows exiting but not yet a zombie is looked
+/// at again every 2 ms, for EXITING_WITHIN at most. Does not allocate.
 pub fn ended_unreaped(pid: Pid) -> Option<i32> {
     use rustix::process::{WaitId, WaitIdOptions};
-    let mut peek = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
-    if has_exited(pid) != Some(true) {
-        peek |= WaitIdOptions::NOHANG;
-    }
     let rpid = rustix::process::Pid::from_raw(pid)?;
-    let status = rustix::process::waitid(WaitId::Pid(rpid), peek).ok()??;
+    let peek = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT | WaitIdOptions::NOHANG;
+    let exiting = has_exited(pid) == Some(true);
+    let give_up = Instant::now() + EXITING_WITHIN;
+    let status = loop {
+        match rustix::process::waitid(WaitId::Pid(rpid), peek) {
+            Ok(Some(status)) => break status,
+            Ok(None) if exiting && Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            _ => return None,
+        }
+    };
     match (status.exit_status(), status.terminating_signal()) {
         (Some(code), _) => Some((code & 0xff) << 8),
         (None, Some(sig)) => Some(sig | if status.dumped() { 0x80 } else { 0 }),
