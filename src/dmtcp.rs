@@ -508,9 +508,7 @@ impl<'a> Dmtcp<'a> {
         };
         let ended = Ended { raw, pid };
         if !self.coordinator_may_end() && ended.exit_code() != Some(0) {
-            log.warn(format_args!(
-                "the DMTCP coordinator {ended} while the job runs"
-            ));
+            coordinator_lost(ended, log);
         }
     }
 
@@ -652,6 +650,15 @@ impl<'a> Dmtcp<'a> {
     }
 }
 
+/// The coordinator ended under the job, taking it with it: said on
+/// stderr (HTCondor's error file), since the job's end follows from it.
+#[inline(never)]
+fn coordinator_lost(ended: Ended, log: &Log) {
+    log.warn(format_args!(
+        "the DMTCP coordinator {ended} while the job runs"
+    ));
+}
+
 impl Protocol for Dmtcp<'_> {
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
         if !self.evictions.contains(&sig) {
@@ -699,9 +706,7 @@ impl Protocol for Dmtcp<'_> {
             && at <= now
         {
             self.lost = None;
-            log.warn(format_args!(
-                "the DMTCP coordinator {ended} while the job runs"
-            ));
+            coordinator_lost(ended, log);
         }
         if self.kill_at.is_some_and(|t| t <= now) {
             self.kill_at = None;
@@ -797,9 +802,7 @@ impl Protocol for Dmtcp<'_> {
                 // --exit-on-last: the computation may be ending.
                 self.lost = Some((ended, Instant::now() + LOST_GRACE));
             } else {
-                log.warn(format_args!(
-                    "the DMTCP coordinator {ended} while the job runs"
-                ));
+                coordinator_lost(ended, log);
             }
         } else if self.check.is_some_and(|c| c.probe == Some(pid)) {
             self.probed(ended.exit_code() == Some(0));

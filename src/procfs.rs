@@ -60,7 +60,7 @@ pub fn ended_unreaped(pid: Pid) -> Option<i32> {
         match rustix::process::waitid(WaitId::Pid(rpid), peek) {
             Ok(Some(status)) => break status,
             Ok(None) if exiting && Instant::now() < give_up => {
-                std::thread::sleep(Duration::from_millis(2));
+                sys::pause_for(Duration::from_millis(2));
             }
             _ => return None,
         }

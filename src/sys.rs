@@ -190,6 +190,13 @@ pub fn wait_signal(set: &SigSet, timeout: Option<Duration>) -> Option<Received> 
     Some(Received { sig, from_self })
 }
 
+/// Sleeps for `d`, taking no signal: sigtimedwait on an empty set (all
+/// of ckptrun's signals are blocked and stay pending for the supervisor).
+/// No new code beside `wait_signal`, which the binary has anyway.
+pub fn pause_for(d: Duration) {
+    let _ = wait_signal(&SigSet::empty(), Some(d));
+}
+
 /// Reads into `buf` until it is full or the end of the file, retrying
 /// after EINTR; returns how many bytes it read. Async-signal-safe (read(2)).
 pub fn read_fill(fd: impl std::os::fd::AsFd, buf: &mut [u8]) -> rustix::io::Result<usize> {
