@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the binaries users ship: static (musl), std rebuilt from source
-# for size, panics as one trap (see src/internal_error.rs).
+# for size, panics as one trap (see src/os/internal_error.rs).
 #   target/x86_64-unknown-linux-musl/release/ckptrun
 #   target/i686-unknown-linux-musl/release/ckptrun
 # Usage: scripts/build-release.sh [TARGET...]   (default: both; extra

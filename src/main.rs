@@ -18,43 +18,26 @@
 // calls are then unused.
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
-mod alloc_guard;
-mod archive;
-mod ckptfile;
-mod cli;
-mod condor;
-mod coordinator;
-mod dmtcp;
-mod error;
-mod exit;
-mod init;
-mod internal_error;
-mod jobad;
-mod log;
-mod manifest;
-mod personality;
-mod procfs;
-mod program;
-mod protocol;
-mod selfckpt;
-mod signals;
-mod spawn;
-mod status_file;
+mod config;
+mod htcondor;
+mod mode;
+mod os;
+mod run;
 mod store;
-mod supervise;
-mod sys;
-mod transfers;
-mod tree;
 
 use std::ffi::{CStr, OsString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::cli::{Config, Mode, Request};
-use crate::error::Error;
-use crate::log::Log;
-use crate::protocol::{Protocol, Verdict};
-use crate::signals::Inherited;
+use crate::config::{Config, Mode, Request};
+use crate::htcondor::{jobad, transfers};
+use crate::mode::{condor, dmtcp, init, selfckpt};
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::os::{alloc_guard, internal_error, personality, procfs, program, sys};
+use crate::run::protocol::{Protocol, Verdict};
+use crate::run::signals::Inherited;
+use crate::run::{exit, spawn, status_file, supervise};
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
@@ -62,9 +45,9 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     internal_error::report_panics();
     sys::hold_standard_fds();
     let argv = args(argc, argv);
-    let mut config = match cli::parse(argv.clone(), |name| std::env::var_os(name)) {
+    let mut config = match config::parse(argv.clone(), |name| std::env::var_os(name)) {
         Ok(Request::Run(config)) => *config,
-        Ok(Request::Help) => return print(cli::HELP),
+        Ok(Request::Help) => return print(config::HELP),
         Ok(Request::Version) => return print(&version()),
         Err(e) => fail(&Log::stderr_only(), e),
     };

@@ -8,11 +8,11 @@
 use core::fmt;
 use std::time::{Duration, Instant};
 
-use crate::error::CODE_COLLISION;
-use crate::log::Log;
-use crate::procfs;
-use crate::signals::{self, Name};
-use crate::sys::{Pid, Sig};
+use crate::os::error::CODE_COLLISION;
+use crate::os::log::Log;
+use crate::os::procfs;
+use crate::os::sys::{Pid, Sig};
+use crate::run::signals::{self, Name};
 
 /// What the supervisor does to the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,8 +123,6 @@ pub fn checkpointed(
     }
 }
 
-/// Whether ckptrun's end is PID 1's: it is PID 1, or the child a ckptrun
-/// that is PID 1 runs (see main.rs, dmtcp mode), whose end PID 1 passes
 /// The policy for commits made at an `--interval` tick while the job runs
 /// on (self `--ckpt-continue`, dmtcp `--interval-continue`): a failed one
 /// is said and the job runs on, the next tick committing again; a second
@@ -150,7 +148,7 @@ impl PeriodicCommits {
             (false, true) => {
                 log.warn(format_args!(
                     "a second periodic commit failed: ending the job rather than running it on with no checkpoint (exit {})",
-                    crate::error::COMMIT_FAILED
+                    crate::os::error::COMMIT_FAILED
                 ));
                 false
             }
@@ -158,6 +156,8 @@ impl PeriodicCommits {
     }
 }
 
+/// Whether ckptrun's end is PID 1's: it is PID 1, or the child a ckptrun
+/// that is PID 1 runs (see main.rs, dmtcp mode), whose end PID 1 passes
 /// on. Does not allocate.
 pub fn as_pid_1() -> bool {
     if rustix::process::getpid().is_init() {
@@ -200,7 +200,7 @@ pub fn pass_on(ended: Ended) -> Verdict {
     match (ended.exit_code(), ended.signal()) {
         (Some(code), _) => Verdict::Exit(code),
         (_, Some(sig)) => Verdict::Signal(sig),
-        _ => Verdict::Exit(crate::error::LAUNCHER_FAILED),
+        _ => Verdict::Exit(crate::os::error::LAUNCHER_FAILED),
     }
 }
 

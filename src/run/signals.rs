@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use crate::sys::{self, Sig, SigAction, SigSet};
+use crate::os::sys::{self, Sig, SigAction, SigSet};
 
 /// The standard signals by name, without the `SIG` prefix.
 const NAMES: [(&str, Sig); 31] = [

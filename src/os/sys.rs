@@ -174,7 +174,7 @@ pub fn wait_signal(set: &SigSet, timeout: Option<Duration>) -> Option<Received> 
         return None;
     }
     if sig == libc::SIGILL {
-        // Blocked by `on_sigill` to be taken here (see `catch_traps`):
+        // Blocked by `on_sigill` to be taken here (see `internal_error::catch_traps`):
         // a trap must find it unblocked again.
         set_mask(libc::SIG_UNBLOCK, &SigSet::only(libc::SIGILL));
     }
@@ -222,58 +222,6 @@ pub fn write_all(fd: impl std::os::fd::AsFd, mut bytes: &[u8]) -> rustix::io::Re
         }
     }
     Ok(())
-}
-
-unsafe extern "C" {
-    /// The binary's ELF header, which the linker places at its start.
-    static __ehdr_start: u8;
-}
-
-/// Installs the SIGILL handler and unblocks SIGILL (the caller has
-/// blocked every signal). A trap, which is what a panic compiles to in
-/// the shipped build (`ud2`, raised by the kernel: si_code > 0), is
-/// reported by `internal_error::trapped` with its offset in the binary; a
-/// trap while SIGILL is blocked would kill ckptrun without a word. A
-/// SIGILL sent by a process (si_code <= 0) is the job's: sent while
-/// ckptrun waits in `wait_signal`, that call takes it; sent while ckptrun
-/// is busy, `on_sigill` leaves it pending and blocked for the next one,
-/// which unblocks it again.
-pub fn catch_traps() {
-    // SAFETY: an all-zero sigaction is valid (SIG_DFL, no flags); the
-    // handler, flags and mask are set below.
-    let mut action: libc::sigaction = unsafe { core::mem::zeroed() };
-    action.sa_sigaction = on_sigill as *const () as libc::sighandler_t;
-    action.sa_flags = libc::SA_SIGINFO;
-    // SAFETY: sigfillset initialises the mask it is given. Every signal
-    // is blocked while the handler runs.
-    unsafe { libc::sigfillset(&mut action.sa_mask) };
-    // SAFETY: `action` is a valid sigaction whose handler has the
-    // SA_SIGINFO signature; a null old pointer is allowed.
-    unsafe { libc::sigaction(libc::SIGILL, &action, core::ptr::null_mut()) };
-    set_mask(libc::SIG_UNBLOCK, &SigSet::only(libc::SIGILL));
-}
-
-extern "C" fn on_sigill(_: c_int, info: *mut libc::siginfo_t, context: *mut core::ffi::c_void) {
-    // SAFETY: the kernel passes an SA_SIGINFO handler a valid siginfo_t.
-    let info = unsafe { &*info };
-    if info.si_code > 0 {
-        // SAFETY: for a SIGILL the kernel raised, si_addr is the address
-        // of the faulting instruction.
-        let at = unsafe { info.si_addr() } as usize;
-        let start = &raw const __ehdr_start as usize;
-        crate::internal_error::trapped(at.wrapping_sub(start));
-    }
-    // SAFETY: the kernel passes an SA_SIGINFO handler a valid ucontext_t,
-    // whose signal mask it restores when the handler returns: SIGILL
-    // stays blocked after it.
-    let context = unsafe { &mut *context.cast::<libc::ucontext_t>() };
-    // SAFETY: uc_sigmask is an initialised sigset_t.
-    unsafe { libc::sigaddset(&mut context.uc_sigmask, libc::SIGILL) };
-    // Pending again (blocked here and after), for `wait_signal`.
-    let _ = kill(
-        rustix::process::getpid().as_raw_nonzero().get(),
-        libc::SIGILL,
-    );
 }
 
 /// abort(3): dies by SIGABRT, even with SIGABRT blocked (musl unblocks it).

@@ -28,7 +28,7 @@ use std::os::fd::BorrowedFd;
 use rustix::io::{Errno, Result};
 use xxhash_rust::xxh3::Xxh3Default;
 
-use crate::archive::{Bad, Kind, Member, PATH_MAX, PathBuf, each_member};
+use crate::store::archive::{Bad, Kind, Member, PATH_MAX, PathBuf, each_member};
 
 /// The manifest's member name.
 pub const NAME: &[u8] = b".ckptrun.xxh3";
@@ -100,7 +100,7 @@ pub fn hash_at(file: BorrowedFd, offset: u64, len: u64) -> Result<u64> {
     let mut done = 0u64;
     while done < len {
         let want = (len - done).min(CHUNK as u64) as usize;
-        crate::archive::read_at(file, &mut buf[..want], offset + done)?;
+        crate::store::archive::read_at(file, &mut buf[..want], offset + done)?;
         hash.update(&buf[..want]);
         done += want as u64;
     }
@@ -163,7 +163,7 @@ pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
         let len = line.len() as u64;
         let fits = at + len <= sums_len;
         if fits {
-            crate::archive::read_at(archive, &mut listed[..line.len()], sums + at)?;
+            crate::store::archive::read_at(archive, &mut listed[..line.len()], sums + at)?;
         }
         if !fits || &listed[..line.len()] != line {
             bad = Some(m.path.clone());

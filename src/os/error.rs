@@ -73,7 +73,7 @@ impl Error {
     pub fn os(what: impl fmt::Display, errno: rustix::io::Errno) -> Self {
         Self::new(
             &what,
-            &crate::sys::strerror(errno.raw_os_error()),
+            &crate::os::sys::strerror(errno.raw_os_error()),
             LAUNCHER_FAILED,
         )
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::sys::{self, Pid, Sig};
+use crate::os::sys::{self, Pid, Sig};
 
 /// Whether our child `pid` has a handler installed for `sig` (1-31).
 /// `false` when that cannot be known: /proc unreadable, or a /proc that

@@ -34,6 +34,10 @@
 //! per store. Everything after `open` works on descriptors and fixed
 //! buffers and does not allocate.
 
+pub mod archive;
+pub mod manifest;
+pub mod tree;
+
 use core::fmt;
 use std::cell::Cell;
 use std::ffi::{CStr, CString, OsStr, OsString};
@@ -45,12 +49,11 @@ use std::path::Path;
 use rustix::fs::{CWD, FileType, Mode, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 
-use crate::archive::{self, Bad, Writer, decimal};
-use crate::ckptfile::dir_of;
-use crate::error::Error;
-use crate::log::Log;
-use crate::manifest;
-use crate::tree::{self, Fingerprint};
+use self::archive::{Bad, Writer, decimal};
+use self::tree::Fingerprint;
+use crate::os::dir::dir_of;
+use crate::os::error::Error;
+use crate::os::log::Log;
 
 /// The most `--ckpt` paths one job may have.
 pub const MAX_CKPTS: usize = 16;
@@ -136,7 +139,7 @@ pub struct Failed {
 
 impl fmt::Display for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let why = crate::sys::strerror(self.errno.raw_os_error());
+        let why = crate::os::sys::strerror(self.errno.raw_os_error());
         write!(f, "{}: {why}", self.step)
     }
 }
@@ -183,7 +186,7 @@ impl SlotName {
 impl fmt::Display for SlotName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Shown after the job started: without allocating.
-        crate::log::Lossy(self.c().to_bytes()).fmt(f)
+        crate::os::log::Lossy(self.c().to_bytes()).fmt(f)
     }
 }
 
@@ -876,7 +879,7 @@ impl Store {
         impl fmt::Display for Shown<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 let dir = dir_of(Path::new(&self.0.shown));
-                let base = crate::log::Lossy(self.0.base.to_bytes());
+                let base = crate::os::log::Lossy(self.0.base.to_bytes());
                 write!(f, "{}/.{base}", dir.display())
             }
         }
@@ -988,7 +991,7 @@ impl Store {
                     log.warn(format_args!(
                         "{}: cannot remove the committed working copy: {}",
                         c.path.display(),
-                        crate::sys::strerror(e.raw_os_error())
+                        crate::os::sys::strerror(e.raw_os_error())
                     ));
                 }
             }
@@ -1141,11 +1144,11 @@ impl Ckpt {
                 format_args!(
                     "cannot use its directory {}: {}",
                     parent.display(),
-                    crate::sys::strerror(e.raw_os_error())
+                    crate::os::sys::strerror(e.raw_os_error())
                 ),
             )
         })?;
-        crate::ckptfile::check_dir_writable(p, "checkpoints")?;
+        crate::os::dir::check_dir_writable(p, "checkpoints")?;
         let with = |suffix: &str| {
             let mut n = name.as_bytes().to_vec();
             n.extend_from_slice(suffix.as_bytes());

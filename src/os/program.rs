@@ -7,9 +7,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{self, Error};
-use crate::log::Log;
-use crate::personality::{Arch, ArchChoice};
+use crate::os::error::{self, Error};
+use crate::os::log::Log;
+use crate::os::personality::{Arch, ArchChoice};
 
 /// musl's execvp default when PATH is unset.
 const DEFAULT_PATH: &str = "/usr/local/bin:/bin:/usr/bin";
@@ -55,7 +55,7 @@ pub fn check_executable(path: &Path) -> Result<(), Error> {
     let fail = |errno: rustix::io::Errno, code| {
         Error::new(
             &path.display(),
-            &crate::sys::strerror(errno.raw_os_error()),
+            &crate::os::sys::strerror(errno.raw_os_error()),
             code,
         )
     };

@@ -12,9 +12,9 @@ use std::ffi::{OsStr, OsString};
 
 use rustix::fs::{FileType, Mode, OFlags};
 
-use crate::log::Log;
-use crate::signals;
-use crate::sys::{self, Sig};
+use crate::os::log::Log;
+use crate::os::sys::{self, Sig};
+use crate::run::signals;
 
 pub const ENV: &str = "_CONDOR_JOB_AD";
 /// The largest job ad read; a bigger one is warned about and ignored.

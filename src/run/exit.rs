@@ -11,10 +11,10 @@ use rustix::fs::{AtFlags, FileType, RawDir, Timestamps, UTIME_OMIT};
 use rustix::process::{Resource, Rlimit};
 use rustix::time::Timespec;
 
-use crate::log::Log;
-use crate::protocol::Verdict;
-use crate::signals::Name;
-use crate::sys::{self, SigAction, SigSet};
+use crate::os::log::Log;
+use crate::os::sys::{self, SigAction, SigSet};
+use crate::run::protocol::Verdict;
+use crate::run::signals::Name;
 
 pub fn finish(verdict: Verdict, log: &Log) -> ! {
     match verdict {
@@ -107,7 +107,7 @@ fn mark_sandbox(dir: &OwnedFd, not_outputs: &[OsString], log: &Log) {
         if bytes.starts_with(b".") || not_outputs.iter().any(|i| i.as_bytes() == bytes) {
             continue;
         }
-        let Ok(stat) = crate::tree::stat(dir.as_fd(), name) else {
+        let Ok(stat) = crate::store::tree::stat(dir.as_fd(), name) else {
             continue;
         };
         if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {

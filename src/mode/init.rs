@@ -3,10 +3,10 @@
 //! signals reach the job unchanged (`--map` still applies); the job's
 //! exit status becomes ckptrun's as it is, 0 to 255.
 
-use crate::cli::Config;
-use crate::log::Log;
-use crate::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
-use crate::sys::Sig;
+use crate::config::Config;
+use crate::os::log::Log;
+use crate::os::sys::Sig;
+use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 
 pub struct Init {
     routes: Routes,

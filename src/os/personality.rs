@@ -2,9 +2,9 @@
 //! `setarch ARCH -L -B -R` gives, set with personality(2) directly so that
 //! no setarch is needed on the execute node.
 
-use crate::error::Error;
-use crate::log::Log;
-use crate::sys;
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::os::sys;
 
 /// setarch -R: no address space randomization.
 pub const ADDR_NO_RANDOMIZE: u32 = 0x0040000;

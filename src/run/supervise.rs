@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use rustix::process::WaitOptions;
 
-use crate::log::Log;
-use crate::procfs;
-use crate::protocol::{Action, Ended, HOLD_RETRY, Job, Protocol};
-use crate::signals::{self, Name};
-use crate::sys::{self, Pid, Sig, SigSet};
+use crate::os::log::Log;
+use crate::os::procfs;
+use crate::os::sys::{self, Pid, Sig, SigSet};
+use crate::run::protocol::{Action, Ended, HOLD_RETRY, Job, Protocol};
+use crate::run::signals::{self, Name};
 
 /// How long a job ended with SIGTERM may take before SIGKILL.
 pub const END_GRACE: Duration = Duration::from_secs(10);

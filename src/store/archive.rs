@@ -21,8 +21,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 use rustix::fs::{FileType, Mode, OFlags, Timestamps};
 use rustix::io::{Errno, Result};
 
-use crate::manifest;
-use crate::tree;
+use crate::store::manifest;
+use crate::store::tree;
 
 const BLOCK: usize = 512;
 /// The longest path a member may have (Linux's PATH_MAX, less its NUL).
@@ -104,7 +104,7 @@ impl PathBuf {
 
 impl fmt::Display for PathBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        crate::log::Lossy(self.as_bytes()).fmt(f)
+        crate::os::log::Lossy(self.as_bytes()).fmt(f)
     }
 }
 
@@ -149,18 +149,18 @@ impl<'a> Writer<'a> {
     /// The member's line in the manifest.
     fn sum(&self, kind: Kind, path: &[u8], link: &[u8], hash: u64) -> Result<()> {
         let line = manifest::Line::new(kind, path, link, hash)?;
-        crate::sys::write_all(self.sums, line.bytes())
+        crate::os::sys::write_all(self.sums, line.bytes())
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        crate::sys::write_all(self.out, bytes)?;
+        crate::os::sys::write_all(self.out, bytes)?;
         self.offset += bytes.len() as u64;
         Ok(())
     }
 
     /// A regular file holding `data`, dated now.
     pub fn bytes(&mut self, path: &[u8], mode: u32, data: &[u8]) -> Result<()> {
-        let now = crate::sys::realtime().0;
+        let now = crate::os::sys::realtime().0;
         self.header(path, Kind::File, mode, now, data.len() as u64, b"")?;
         self.write(data)?;
         let mut hash = manifest::Hash::new();
@@ -225,7 +225,7 @@ impl<'a> Writer<'a> {
     /// marker: two zero blocks.
     pub fn finish(mut self) -> Result<()> {
         let len = rustix::fs::fstat(self.sums)?.st_size as u64;
-        let now = crate::sys::realtime().0;
+        let now = crate::os::sys::realtime().0;
         self.header(manifest::NAME, Kind::File, 0o644, now, len, b"")?;
         copy(self.sums, Some(0), self.out, len)?;
         self.offset += len;
@@ -499,7 +499,7 @@ impl fmt::Display for Bad {
         match self {
             Bad::Torn => f.write_str("cut off (torn)"),
             Bad::Malformed => f.write_str("not an archive ckptrun wrote"),
-            Bad::Io(e) => f.write_str(crate::sys::strerror(e.raw_os_error())),
+            Bad::Io(e) => f.write_str(crate::os::sys::strerror(e.raw_os_error())),
         }
     }
 }
@@ -742,7 +742,7 @@ fn copy_hashed(from: BorrowedFd, into: BorrowedFd, len: u64) -> Result<u64> {
             Ok(0) => return Err(Errno::IO),
             Ok(n) => {
                 hash.update(&buf[..n]);
-                crate::sys::write_all(into, &buf[..n])?;
+                crate::os::sys::write_all(into, &buf[..n])?;
                 done += n as u64;
             }
             Err(Errno::INTR) => {}
@@ -795,7 +795,7 @@ fn copy_by_reading(
         match n {
             Ok(0) => return Err(Errno::IO),
             Ok(n) => {
-                crate::sys::write_all(into, &buf[..n])?;
+                crate::os::sys::write_all(into, &buf[..n])?;
                 done += n as u64;
             }
             Err(Errno::INTR) => {}
@@ -867,8 +867,8 @@ mod tests {
         assert_eq!(found[0], (".ckptrun".into(), Kind::File, 13));
         let file = std::fs::File::open(&archive).unwrap();
         assert!(matches!(
-            crate::manifest::verify(file.as_fd()),
-            Ok(crate::manifest::Verdict::Intact)
+            crate::store::manifest::verify(file.as_fd()),
+            Ok(crate::store::manifest::Verdict::Intact)
         ));
         let file = std::fs::File::open(&archive).unwrap();
         each_member(file.as_fd(), |m| {

@@ -14,16 +14,16 @@
 //! signals. One sent by another process is still the job's: the
 //! supervisor's `sigtimedwait` takes it as any other signal, and the
 //! handler hands one that arrives while ckptrun is busy back to it (see
-//! `sys::catch_traps`).
+//! `catch_traps`).
 
-use crate::log::Log;
-use crate::sys;
+use crate::os::log::Log;
+use crate::os::sys;
 
 /// Installs the SIGILL handler (and, where panics are not traps, a panic
 /// hook). Called right after `Inherited::take`, which keeps SIGILL's
 /// inherited disposition for the job.
 pub fn report_panics() {
-    sys::catch_traps();
+    catch_traps();
     #[cfg(not(panic = "immediate-abort"))]
     std::panic::set_hook(Box::new(|info| {
         let at = info.location().map_or(("?", 0), |l| (l.file(), l.line()));
@@ -44,7 +44,7 @@ pub fn report_panics() {
 /// Runs in a signal handler: it only formats on the stack and writes.
 pub fn trapped(offset: usize) -> ! {
     let log = Log::stderr_only();
-    match crate::alloc_guard::failed_allocation() {
+    match crate::os::alloc_guard::failed_allocation() {
         Some(size) => log.warn(format_args!(
             "out of memory: an allocation of {size} bytes failed"
         )),
@@ -86,4 +86,59 @@ pub fn panic_for_test() {
     if std::hint::black_box(true) {
         panic!("the test panic CKPTRUN_TEST_PANIC_AFTER_SPAWN asked for");
     }
+}
+unsafe extern "C" {
+    /// The binary's ELF header, which the linker places at its start.
+    static __ehdr_start: u8;
+}
+
+/// Installs the SIGILL handler and unblocks SIGILL (the caller has
+/// blocked every signal). A trap, which is what a panic compiles to in
+/// the shipped build (`ud2`, raised by the kernel: si_code > 0), is
+/// reported by `trapped` with its offset in the binary; a
+/// trap while SIGILL is blocked would kill ckptrun without a word. A
+/// SIGILL sent by a process (si_code <= 0) is the job's: sent while
+/// ckptrun waits in `wait_signal`, that call takes it; sent while ckptrun
+/// is busy, `on_sigill` leaves it pending and blocked for the next one,
+/// which unblocks it again.
+pub fn catch_traps() {
+    // SAFETY: an all-zero sigaction is valid (SIG_DFL, no flags); the
+    // handler, flags and mask are set below.
+    let mut action: libc::sigaction = unsafe { core::mem::zeroed() };
+    action.sa_sigaction = on_sigill as *const () as libc::sighandler_t;
+    action.sa_flags = libc::SA_SIGINFO;
+    // SAFETY: sigfillset initialises the mask it is given. Every signal
+    // is blocked while the handler runs.
+    unsafe { libc::sigfillset(&mut action.sa_mask) };
+    // SAFETY: `action` is a valid sigaction whose handler has the
+    // SA_SIGINFO signature; a null old pointer is allowed.
+    unsafe { libc::sigaction(libc::SIGILL, &action, core::ptr::null_mut()) };
+    sys::set_mask(libc::SIG_UNBLOCK, &sys::SigSet::only(libc::SIGILL));
+}
+
+extern "C" fn on_sigill(
+    _: core::ffi::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut core::ffi::c_void,
+) {
+    // SAFETY: the kernel passes an SA_SIGINFO handler a valid siginfo_t.
+    let info = unsafe { &*info };
+    if info.si_code > 0 {
+        // SAFETY: for a SIGILL the kernel raised, si_addr is the address
+        // of the faulting instruction.
+        let at = unsafe { info.si_addr() } as usize;
+        let start = &raw const __ehdr_start as usize;
+        trapped(at.wrapping_sub(start));
+    }
+    // SAFETY: the kernel passes an SA_SIGINFO handler a valid ucontext_t,
+    // whose signal mask it restores when the handler returns: SIGILL
+    // stays blocked after it.
+    let context = unsafe { &mut *context.cast::<libc::ucontext_t>() };
+    // SAFETY: uc_sigmask is an initialised sigset_t.
+    unsafe { libc::sigaddset(&mut context.uc_sigmask, libc::SIGILL) };
+    // Pending again (blocked here and after), for `wait_signal`.
+    let _ = sys::kill(
+        rustix::process::getpid().as_raw_nonzero().get(),
+        libc::SIGILL,
+    );
 }

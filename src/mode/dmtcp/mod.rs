@@ -29,6 +29,8 @@
 //!   left of its process group, the coordinator and the helpers are
 //!   ended before ckptrun exits.
 
+pub mod coordinator;
+
 use std::ffi::{CStr, OsStr, OsString};
 use std::io::Read;
 use std::mem::MaybeUninit;
@@ -39,18 +41,18 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, SeekFrom};
 
-use crate::archive::{self, Bad, decimal};
-use crate::cli::Config;
-use crate::coordinator::{self, Children, Coordinator, Tools};
-use crate::error::{COMMIT_FAILED, Error, LAUNCHER_FAILED, NO_ANSWER};
-use crate::log::Log;
-use crate::protocol::{self, Action, Ended, Job, PeriodicCommits, Protocol, Routes, Verdict};
-use crate::signals::{Inherited, Name};
-use crate::spawn;
+use self::coordinator::{Children, Coordinator, Tools};
+use crate::config::Config;
+use crate::os::error::{COMMIT_FAILED, Error, LAUNCHER_FAILED, NO_ANSWER};
+use crate::os::log::Log;
+use crate::os::sys::{self, Pid, Sig};
+use crate::run::protocol::{self, Action, Ended, Job, PeriodicCommits, Protocol, Routes, Verdict};
+use crate::run::signals::{Inherited, Name};
+use crate::run::spawn;
+use crate::run::supervise;
+use crate::store::archive::{self, Bad, decimal};
+use crate::store::tree;
 use crate::store::{self, Holder, Store};
-use crate::supervise;
-use crate::sys::{self, Pid, Sig};
-use crate::tree;
 
 /// The last thing the coordinator writes for a checkpoint.
 const RESTART_SCRIPT: &CStr = c"dmtcp_restart_script.sh";
@@ -217,15 +219,15 @@ impl<'a> Dmtcp<'a> {
         tools.check_install()?;
         // dmtcp_launch execs PROGRAM only once the coordinator runs; say
         // now, as an exec would, if it cannot.
-        crate::program::check_executable(path)?;
-        if crate::program::is_static_elf(path) == Some(true) {
+        crate::os::program::check_executable(path)?;
+        if crate::os::program::is_static_elf(path) == Some(true) {
             return Err(Error::usage(
                 path.display(),
                 "is linked statically: DMTCP cannot preload itself into it, so it would run \
                  unprotected; link it dynamically",
             ));
         }
-        let children = Children::before_start(crate::procfs::is_ours());
+        let children = Children::before_start(crate::os::procfs::is_ours());
         let (store, newest) = Store::open(
             &config.store,
             &[],
@@ -503,7 +505,7 @@ impl<'a> Dmtcp<'a> {
     /// hears of it later, as an end then expected.
     fn coordinator_died_first(&self, log: &Log) {
         let Some(pid) = self.coordinator else { return };
-        let Some(raw) = crate::procfs::ended_unreaped(pid) else {
+        let Some(raw) = crate::os::procfs::ended_unreaped(pid) else {
             return;
         };
         let ended = Ended { raw, pid };

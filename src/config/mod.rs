@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 
-use crate::error::{Error, RESERVED_CODES};
-use crate::jobad::JobAd;
-use crate::log::Log;
-use crate::personality::{ArchChoice, Flags};
-use crate::protocol::Verdict;
-use crate::signals;
-use crate::supervise::Supervision;
-use crate::sys::Sig;
+use crate::htcondor::jobad::JobAd;
+use crate::os::error::{Error, RESERVED_CODES};
+use crate::os::log::Log;
+use crate::os::personality::{ArchChoice, Flags};
+use crate::os::sys::Sig;
+use crate::run::protocol::Verdict;
+use crate::run::signals;
+use crate::run::supervise::Supervision;
 
 pub const HELP: &str = "\
 Usage: ckptrun [OPTIONS] [--] PROGRAM [ARG...]
@@ -353,7 +353,7 @@ impl Config {
         self.sandbox_inputs = inputs
             .into_iter()
             .flatten()
-            .flat_map(|list| crate::jobad::top_names(list))
+            .flat_map(|list| crate::htcondor::jobad::top_names(list))
             .map(|name| std::ffi::OsStr::from_bytes(name).to_os_string())
             .collect();
         let explicit = |name: &str| self.explicit.contains(&name);
@@ -877,7 +877,7 @@ fn lexopt_error(err: lexopt::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error;
+    use crate::os::error;
 
     fn run(args: &[&str]) -> Result<Config, Error> {
         match parse(args.iter().map(OsString::from), |_| None)? {
@@ -1025,7 +1025,7 @@ mod tests {
 
     #[test]
     fn the_reference_documents_every_variable() {
-        let reference = include_str!("../docs/reference.md");
+        let reference = include_str!("../../docs/reference.md");
         for (name, ..) in OPTIONS
             .iter()
             .filter(|o| !matches!(o.0, "help" | "version"))

@@ -8,18 +8,20 @@
 //! not answered within --ckpt-timeout (for an eviction, the ad's
 //! JobMaxVacateTime less 10%) kills the job: exit 124.
 
+pub mod ckptfile;
+
 use std::ffi::OsString;
 
 use std::time::{Duration, Instant};
 
-use crate::ckptfile::{CkptFile, Found, Snapshot, Sum};
-use crate::cli::Config;
-use crate::error::{Error, NO_ANSWER, NO_CHECKPOINT, NOT_CHECKPOINTABLE};
-use crate::log::Log;
-use crate::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
-use crate::signals::Name;
+use crate::config::Config;
+use crate::mode::condor::ckptfile::{CkptFile, Found, Snapshot, Sum};
+use crate::os::error::{Error, NO_ANSWER, NO_CHECKPOINT, NOT_CHECKPOINTABLE};
+use crate::os::log::Log;
+use crate::os::sys::Sig;
+use crate::run::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
+use crate::run::signals::Name;
 use crate::store::OnDamage;
-use crate::sys::Sig;
 
 /// The old checkpoint-wrapper's signal table: eviction (SIGTERM) and
 /// SIGTSTP mean "checkpoint and exit", SIGUSR2 "checkpoint and continue".
@@ -242,7 +244,7 @@ impl Protocol for Condor {
                 if let Err(e) = self.ckpt.record_sum() {
                     log.warn(format_args!(
                         "{file}: cannot record its checksum ({}): the next restart goes unverified",
-                        crate::sys::strerror(e.raw_os_error())
+                        crate::os::sys::strerror(e.raw_os_error())
                     ));
                 }
                 protocol::checkpointed(self.ckpt_exit_code, self.exit_by_signal, file, log)

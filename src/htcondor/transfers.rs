@@ -16,10 +16,10 @@ use core::fmt::{self, Display};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use crate::jobad::JobAd;
-use crate::log::Log;
-use crate::signals::Name;
-use crate::sys::Sig;
+use crate::htcondor::jobad::JobAd;
+use crate::os::log::Log;
+use crate::os::sys::Sig;
+use crate::run::signals::Name;
 
 /// How ckptrun tells HTCondor "checkpointed: upload and restart me".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +60,7 @@ impl<'a> Advice<'a> {
             // No sandbox of its own: the checkpoints stay where they are.
             return Self::default();
         }
-        let lacks = |list: &Option<crate::jobad::FileList>| {
+        let lacks = |list: &Option<crate::htcondor::jobad::FileList>| {
             let list = list.as_deref()?;
             files.iter().copied().find(|f| !lists(list, f))
         };
@@ -156,7 +156,7 @@ impl Display for Advice<'_> {
 /// `file`: names it, or a directory holding it.
 fn lists(list: &[u8], file: &OsStr) -> bool {
     let file = normal(file.as_bytes());
-    crate::jobad::entries(list)
+    crate::htcondor::jobad::entries(list)
         .map(normal)
         .filter(|entry| !entry.is_empty())
         .any(|entry| {
@@ -187,7 +187,7 @@ fn normal(mut path: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobad::FileList;
+    use crate::htcondor::jobad::FileList;
 
     /// The recommended submit file's ad: ON_EXIT_OR_EVICT, code 85.
     fn good() -> JobAd {

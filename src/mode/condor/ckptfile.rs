@@ -8,11 +8,12 @@ use std::path::Path;
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use rustix::fs::{Access, FileType, Mode, OFlags, Stat};
+use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use crate::error::Error;
-use crate::log::Log;
+use crate::os::dir::{check_dir_writable, dir_of};
+use crate::os::error::Error;
+use crate::os::log::Log;
 
 pub struct CkptFile {
     /// As the user (or the default) gave it; passed to the job as is.
@@ -151,13 +152,17 @@ impl CkptFile {
     // Out of line: its large buffers stay off the stack of every caller
     // (a frame is touched whole at entry), so supervising costs no memory.
     #[inline(never)]
-    fn sum_line(&self) -> rustix::io::Result<crate::manifest::Line> {
-        let file = rustix::fs::open(&self.c_path, crate::tree::read_flags(), Mode::empty())?;
+    fn sum_line(&self) -> rustix::io::Result<crate::store::manifest::Line> {
+        let file = rustix::fs::open(
+            &self.c_path,
+            crate::store::tree::read_flags(),
+            Mode::empty(),
+        )?;
         let len = rustix::fs::fstat(&file)?.st_size as u64;
-        let hash = crate::manifest::hash_at(file.as_fd(), 0, len)?;
+        let hash = crate::store::manifest::hash_at(file.as_fd(), 0, len)?;
         let name = Path::new(OsStr::from_bytes(self.c_path.as_bytes()));
         let name = name.file_name().map_or(&[][..], OsStr::as_bytes);
-        crate::manifest::Line::new(crate::archive::Kind::File, name, b"", hash)
+        crate::store::manifest::Line::new(crate::store::archive::Kind::File, name, b"", hash)
     }
 
     /// After a checkpoint ckptrun saw complete: records FILE's checksum in
@@ -173,7 +178,7 @@ impl CkptFile {
             OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW,
             Mode::from_raw_mode(0o644),
         )?;
-        crate::sys::write_all(out.as_fd(), line.bytes())?;
+        crate::os::sys::write_all(out.as_fd(), line.bytes())?;
         rustix::fs::fsync(&out)?;
         rustix::fs::rename(&self.c_sum_tmp, &self.c_sum)?;
         let dir = dir_of(Path::new(OsStr::from_bytes(self.c_path.as_bytes())));
@@ -194,14 +199,15 @@ impl CkptFile {
     #[inline(never)]
     pub fn check_sum(&self) -> Result<Sum, Error> {
         let shown = || String::from_utf8_lossy(self.c_sum.as_bytes()).into_owned();
-        let mut recorded = [0u8; 2 * crate::archive::PATH_MAX + 64];
-        let len = match rustix::fs::open(&self.c_sum, crate::tree::read_flags(), Mode::empty()) {
-            Err(Errno::NOENT) => return Ok(Sum::Unknown),
-            Err(e) => return Err(Error::os(shown(), e)),
-            Ok(file) => {
-                read_some(file.as_fd(), &mut recorded).map_err(|e| Error::os(shown(), e))?
-            }
-        };
+        let mut recorded = [0u8; 2 * crate::store::archive::PATH_MAX + 64];
+        let len =
+            match rustix::fs::open(&self.c_sum, crate::store::tree::read_flags(), Mode::empty()) {
+                Err(Errno::NOENT) => return Ok(Sum::Unknown),
+                Err(e) => return Err(Error::os(shown(), e)),
+                Ok(file) => {
+                    read_some(file.as_fd(), &mut recorded).map_err(|e| Error::os(shown(), e))?
+                }
+            };
         let line = self
             .sum_line()
             .map_err(|e| Error::os(self.path.display(), e))?;
@@ -259,27 +265,6 @@ fn read_some(file: BorrowedFd, buf: &mut [u8]) -> rustix::io::Result<usize> {
     Ok(len)
 }
 
-/// The directory holding `path`: its parent, or `.` for a bare name.
-pub fn dir_of(path: &Path) -> &Path {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    }
-}
-
-/// Checks that files can be created beside `path` (in its directory, or
-/// the working directory), before the job starts: `what` names them in
-/// the error, `cannot write WHAT there: WHY`.
-pub fn check_dir_writable(path: &Path, what: &str) -> Result<(), Error> {
-    let dir = dir_of(path);
-    rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| {
-        Error::usage(
-            dir.display(),
-            format!("cannot write {what} there: {}", why(e)),
-        )
-    })
-}
-
 impl Identity {
     fn of(st: &Stat) -> Self {
         Self {
@@ -290,10 +275,6 @@ impl Identity {
             ctime: (st.st_ctime, st.st_ctime_nsec as i64),
         }
     }
-}
-
-fn why(e: Errno) -> &'static str {
-    crate::sys::strerror(e.raw_os_error())
 }
 
 #[cfg(test)]

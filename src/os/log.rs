@@ -13,8 +13,8 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::error::Error;
-use crate::sys;
+use crate::os::error::Error;
+use crate::os::sys;
 
 /// The longest line written; longer messages are cut (and end in `...`).
 const LINE_MAX: usize = 1024;

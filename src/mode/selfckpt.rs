@@ -16,16 +16,16 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::time::{Duration, Instant};
 
-use crate::cli::Config;
-use crate::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
-use crate::log::Log;
-use crate::protocol::{
+use crate::config::Config;
+use crate::os::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
+use crate::os::log::Log;
+use crate::os::sys::Sig;
+use crate::run::protocol::{
     self, Action, Ended, HOLD_RETRY, Job, PeriodicCommits, Protocol, Routes, Verdict,
 };
-use crate::signals::Name;
+use crate::run::signals::Name;
+use crate::store::tree::Fingerprint;
 use crate::store::{Holder, Store, Take};
-use crate::sys::Sig;
-use crate::tree::Fingerprint;
 
 /// How often a running job's checkpoint is looked at after a
 /// `--ckpt-continue` request, and a request retried while the job has no
@@ -414,7 +414,7 @@ impl Protocol for SelfCkpt {
             }
             // The job said it is done: nothing it left in its process
             // group may write into the generation about to be committed.
-            crate::supervise::end_group(ended.pid, log);
+            crate::run::supervise::end_group(ended.pid, log);
             return match self.commit(Take::Move, log) {
                 Ok(g) => self.checkpointed(g, log),
                 Err(()) => Verdict::Exit(COMMIT_FAILED),

@@ -11,11 +11,11 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::ckptfile;
-use crate::error::Error;
-use crate::log::Log;
-use crate::protocol::Ended;
-use crate::sys;
+use crate::os::dir;
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::os::sys;
+use crate::run::protocol::Ended;
 
 pub struct StatusFile {
     path: CString,
@@ -26,7 +26,7 @@ impl StatusFile {
     /// Checks that FILE can be written, before the job starts.
     pub fn prepare(path: &OsString) -> Result<Self, Error> {
         let shown = path.display();
-        ckptfile::check_dir_writable(Path::new(path), "the status file")?;
+        dir::check_dir_writable(Path::new(path), "the status file")?;
         let nul = |_| Error::usage(&shown, "contains a NUL byte");
         let mut tmp = path.as_bytes().to_vec();
         tmp.extend_from_slice(b".tmp");

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use rustix::fs::{Mode, OFlags};
 use rustix::process::WaitOptions;
 
-use crate::error::Error;
-use crate::log::Log;
-use crate::signals::Inherited;
-use crate::spawn::{self, Stdio};
-use crate::sys::{self, Pid, SigSet};
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::os::sys::{self, Pid, SigSet};
+use crate::run::signals::Inherited;
+use crate::run::spawn::{self, Stdio};
 
 /// Where clients reach the coordinator (it listens on every interface).
 const HOST: &str = "127.0.0.1";
@@ -101,7 +101,7 @@ fn find_one(name: &str, dir: Option<&OsStr>, path_var: Option<&OsStr>) -> Result
     let found = std::iter::once(here)
         .chain(in_dir)
         .chain(along_path)
-        .find(|p| crate::program::check_executable(p).is_ok())
+        .find(|p| crate::os::program::check_executable(p).is_ok())
         // Absolute: the coordinator runs in another directory.
         .map(|p| match p.is_absolute() {
             true => p,
@@ -191,7 +191,7 @@ impl Coordinator {
                         launcher_running = false;
                     }
                     Some(raw) => {
-                        let ended = crate::protocol::Ended { raw, pid: launcher };
+                        let ended = crate::run::protocol::Ended { raw, pid: launcher };
                         return Err(fail(&format_args!(
                             "{ended} before it was ready (see its messages above)"
                         )));
@@ -375,10 +375,10 @@ impl Children {
         let mut before = heapless::Vec::new();
         // More children than noted here, or a children list /proc does
         // not give: ckptrun cannot tell its own, and lists none.
-        let mut listable = proc_is_ours && crate::procfs::lists_children(me());
+        let mut listable = proc_is_ours && crate::os::procfs::lists_children(me());
         if listable {
             let mut buf = [0u8; 4096];
-            for child in crate::procfs::children(me(), &mut buf) {
+            for child in crate::os::procfs::children(me(), &mut buf) {
                 listable &= before.push(child).is_ok();
             }
         }
@@ -399,7 +399,7 @@ impl Children {
             return;
         }
         let mut buf = [0u8; 4096];
-        for child in crate::procfs::children(me(), &mut buf) {
+        for child in crate::os::procfs::children(me(), &mut buf) {
             if !self.before.contains(&child) {
                 f(child);
             }
@@ -459,7 +459,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(missing.what, "dmtcp_restart");
         assert!(missing.why.contains("not found in ./"), "{}", missing.why);
-        assert_eq!(missing.code, crate::error::LAUNCHER_FAILED);
+        assert_eq!(missing.code, crate::os::error::LAUNCHER_FAILED);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -14,9 +14,9 @@ use rustix::process::Pid as RPid;
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::error::{self, Error};
-use crate::signals::Inherited;
-use crate::sys::{self, Forked, Pid};
+use crate::os::error::{self, Error};
+use crate::os::sys::{self, Forked, Pid};
+use crate::run::signals::Inherited;
 
 /// The job's executable and argv, as C strings, built before fork.
 pub struct Command {
@@ -268,7 +268,7 @@ const EXEC: i32 = 2;
 /// parent then reads no byte, as after a successful exec, and tells the
 /// two apart by this status. LAUNCHER_FAILED, so that even a child seen
 /// only later (see `lost_its_report`) ends as "ckptrun could not try".
-const REPORT_LOST: i32 = crate::error::LAUNCHER_FAILED as i32;
+const REPORT_LOST: i32 = crate::os::error::LAUNCHER_FAILED as i32;
 
 /// The child between fork and exec. Only async-signal-safe calls
 /// (signal-safety(7)): prctl, getppid, setpgid, tcsetpgrp, getpid,
@@ -289,7 +289,7 @@ fn exec_child(
             fail(&report, SETUP, errno);
         }
         if rustix::process::getppid() != Some(ckptrun) {
-            sys::exit_now(crate::error::LAUNCHER_FAILED as i32);
+            sys::exit_now(crate::os::error::LAUNCHER_FAILED as i32);
         }
     }
     // Async-signal-safe: setpgid(2). Its own group, so that a terminal's
@@ -340,7 +340,7 @@ fn fail(report: &OwnedFd, step: i32, errno: i32) -> ! {
     bytes[..4].copy_from_slice(&step.to_ne_bytes());
     bytes[4..].copy_from_slice(&errno.to_ne_bytes());
     match sys::write_all(report, &bytes) {
-        Ok(()) => sys::exit_now(crate::error::NOT_FOUND as i32),
+        Ok(()) => sys::exit_now(crate::os::error::NOT_FOUND as i32),
         Err(_) => sys::exit_now(REPORT_LOST),
     }
 }
@@ -368,6 +368,6 @@ fn read_report(pipe: OwnedFd) -> Result<Option<SpawnError>, i32> {
 /// zombie already is seen; one still exiting is then reaped as the job,
 /// which "exited 125", as ckptrun would say too.
 fn lost_its_report(pid: Pid) -> bool {
-    crate::procfs::ended_unreaped(pid)
+    crate::os::procfs::ended_unreaped(pid)
         .is_some_and(|raw| libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == REPORT_LOST)
 }

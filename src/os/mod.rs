@@ -1,0 +1,15 @@
+//! The operating system as ckptrun uses it: the thin `unsafe` wrappers
+//! (`sys`), /proc (`procfs`), personality(2) and ELF architectures,
+//! finding a program, the directories ckptrun writes into, errors as
+//! values, the log, and what happens on an internal error. Nothing here
+//! knows of jobs, modes or checkpoints.
+
+pub mod alloc_guard;
+pub mod dir;
+pub mod error;
+pub mod internal_error;
+pub mod log;
+pub mod personality;
+pub mod procfs;
+pub mod program;
+pub mod sys;

@@ -1,0 +1,11 @@
+//! Running a job, whatever its mode: spawning it, supervising it (signals
+//! in, children reaped, timers), ending what it left behind, the status
+//! file, and ckptrun's own exit. `protocol` is the contract between this
+//! machinery and the modes: what a mode decides, `supervise` carries out.
+
+pub mod exit;
+pub mod protocol;
+pub mod signals;
+pub mod spawn;
+pub mod status_file;
+pub mod supervise;
