@@ -6,8 +6,11 @@
 //! - `selfckpt`: self-checkpointing jobs and their store (§2);
 //! - `dmtcp`: unmodified programs under DMTCP (§3);
 //! - `init`: no checkpoints, only a correct PID 1.
+//!
+//! `request` is the policy they share: evictions, time limits, ticks.
 
 pub mod condor;
 pub mod dmtcp;
 pub mod init;
+pub mod request;
 pub mod selfckpt;

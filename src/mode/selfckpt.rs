@@ -17,12 +17,11 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
+use crate::mode::request::{self, PeriodicCommits, Policy};
 use crate::os::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::os::log::Log;
 use crate::os::sys::Sig;
-use crate::run::protocol::{
-    self, Action, Ended, HOLD_RETRY, Job, PeriodicCommits, Protocol, Routes, Verdict,
-};
+use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::run::signals::Name;
 use crate::store::tree::Fingerprint;
 use crate::store::{Holder, Store, Take};
@@ -36,17 +35,13 @@ pub struct SelfCkpt {
     store: Store,
     routes: Routes,
     request: Option<Sig>,
-    /// Signals ckptrun receives that mean eviction (their requests get
-    /// the eviction's time budget).
-    evictions: Vec<Sig>,
+    /// Evictions, time limits and `--interval` ticks.
+    policy: Policy,
     keep_running: bool,
     job_exit: Option<u8>,
     job_signal: Option<Sig>,
     code: u8,
     by_signal: Option<Sig>,
-    interval: Option<Duration>,
-    timeout: Option<Duration>,
-    evict_timeout: Option<Duration>,
     restart_grace: Option<Duration>,
     /// The generation the working copy came from, if a checkpoint.
     restored: Option<u64>,
@@ -60,19 +55,30 @@ pub struct SelfCkpt {
     committed_in_run: bool,
     /// Scratch for the paths now (allocated here, reused).
     now: Vec<Option<Fingerprint>>,
-    pending: Option<Pending>,
-    next_tick: Option<Instant>,
+    phase: Phase,
+    /// A request went to the job during this run.
     asked: bool,
     /// ckptrun received a signal during this run (an eviction, say).
     signalled: bool,
     fell_back: bool,
-    timed_out: bool,
     /// Periodic commits that failed (`--ckpt-continue`).
     periodic: PeriodicCommits,
-    /// `--ckpt-continue` eviction, or a second failed periodic commit:
-    /// committed (or not), then the job was killed.
-    /// The generation committed, or none if that failed.
-    committed_then_killed: Option<Option<u64>>,
+}
+
+/// Where the run is with its requests.
+#[derive(Clone, Copy)]
+enum Phase {
+    /// None under way.
+    Idle,
+    /// One sent and not yet answered.
+    Asked(Pending),
+    /// Asked to exit, the job did not in time: it is being killed
+    /// (exit NO_ANSWER).
+    TimedOut,
+    /// A `--ckpt-continue` request to exit was committed, or a second
+    /// periodic commit failed: the job is being killed. The generation
+    /// committed, or none if the commit failed.
+    Killed { committed: Option<u64> },
 }
 
 /// A request sent and not yet answered.
@@ -120,36 +126,26 @@ impl SelfCkpt {
                 defaults.push((sig, request));
             }
         }
-        // --ckpt-timeout (only ever explicit) wins over the job ad.
-        let evict_timeout = config
-            .ckpt_timeout
-            .or(config.vacate_time.map(protocol::budget));
         let n = store.ckpts.len();
         let mut protocol = Self {
             routes: Routes::new(&defaults, &config.maps),
             request: config.ckpt_signal,
-            evictions,
+            policy: Policy::new(config, evictions),
             keep_running: config.ckpt_continue,
             job_exit: config.job_ckpt_exit,
             job_signal: config.job_ckpt_signal,
             code: config.ckpt_exit_code,
             by_signal: config.exit_by_signal,
-            interval: config.interval,
-            timeout: config.ckpt_timeout,
-            evict_timeout,
             restart_grace: config.restart_grace,
             restored,
             committed: vec![None; n],
             at_request: vec![None; n],
             committed_in_run: false,
             now: vec![None; n],
-            pending: None,
-            next_tick: None,
+            phase: Phase::Idle,
             asked: false,
             signalled: false,
             fell_back: false,
-            timed_out: false,
-            committed_then_killed: None,
             periodic: PeriodicCommits::default(),
             store,
         };
@@ -162,26 +158,29 @@ impl SelfCkpt {
         self.signalled = false;
         self.committed_in_run = false;
         self.store.fingerprints(&mut self.committed);
-        self.next_tick = self.interval.map(|i| Instant::now() + i);
+        self.policy.start_ticks();
     }
 
-    /// A request goes to the job now.
-    fn asked(&mut self, exit: bool, timeout: Option<Duration>) {
+    /// A request goes to the job now, for an eviction or not.
+    fn asked(&mut self, exit: bool, evicted: bool) {
         let now = Instant::now();
         self.asked = true;
-        self.next_tick = None;
-        let deadline = timeout.map(|t| now + t);
-        if let Some(p) = &mut self.pending
-            && p.exit
-        {
-            // Already asked to exit: the earlier deadline stands.
-            p.deadline = [p.deadline, deadline].into_iter().flatten().min();
-            return;
+        self.policy.stop_ticks();
+        let deadline = self.policy.answer_by(evicted);
+        match &mut self.phase {
+            Phase::Asked(p) if p.exit => {
+                // Already asked to exit: the earlier deadline stands.
+                p.deadline = [p.deadline, deadline].into_iter().flatten().min();
+                return;
+            }
+            // Being killed: nothing more to ask of it.
+            Phase::TimedOut | Phase::Killed { .. } => return,
+            Phase::Idle | Phase::Asked(_) => {}
         }
         if self.keep_running {
             self.store.fingerprints(&mut self.at_request);
         }
-        self.pending = Some(Pending {
+        self.phase = Phase::Asked(Pending {
             exit,
             deadline,
             next_poll: self.keep_running.then(|| now + POLL),
@@ -294,12 +293,7 @@ impl Protocol for SelfCkpt {
         }
         let action = protocol::when_ready(action, &[request], job);
         if action == Action::Forward(request) {
-            let timeout = if self.evictions.contains(&sig) {
-                self.evict_timeout
-            } else {
-                self.timeout
-            };
-            self.asked(true, timeout);
+            self.asked(true, self.policy.is_eviction(sig));
         }
         action
     }
@@ -309,63 +303,70 @@ impl Protocol for SelfCkpt {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let pending = self
-            .pending
-            .map_or([None, None], |p| [p.deadline, p.next_poll]);
-        [self.next_tick].into_iter().chain(pending).flatten().min()
+        let pending = match self.phase {
+            Phase::Asked(p) => [p.deadline, p.next_poll],
+            _ => [None, None],
+        };
+        [self.policy.next_tick()]
+            .into_iter()
+            .chain(pending)
+            .flatten()
+            .min()
     }
 
     fn on_deadline(&mut self, job: &Job, log: &Log) -> Action {
         let now = Instant::now();
-        if let Some(p) = self.pending {
+        if let Phase::Asked(p) = self.phase {
             if p.next_poll.is_some_and(|t| t <= now) {
                 if self.answered() {
-                    self.pending = None;
+                    self.phase = Phase::Idle;
                     let committed = self.commit(Take::Copy, log);
                     if p.exit || !self.periodic.run_on(committed.is_ok(), log) {
-                        self.committed_then_killed = Some(committed.ok());
+                        self.phase = Phase::Killed {
+                            committed: committed.ok(),
+                        };
                         return Action::Kill;
                     }
-                    self.next_tick = self.interval.map(|i| Instant::now() + i);
+                    self.policy.start_ticks();
                     self.store.fingerprints(&mut self.committed);
                     self.committed_in_run = true;
                     return Action::Drop;
                 }
-                self.pending = Some(Pending {
+                self.phase = Phase::Asked(Pending {
                     next_poll: Some(now + POLL),
                     ..p
                 });
             }
             if p.deadline.is_some_and(|t| t <= now) {
-                self.pending = None;
+                self.phase = Phase::Idle;
                 if p.exit {
                     log.warn(format_args!(
                         "job did not checkpoint and exit in time; killing it (exit {NO_ANSWER}); the last committed checkpoint is kept"
                     ));
-                    self.timed_out = true;
+                    self.phase = Phase::TimedOut;
                     return Action::Kill;
                 }
                 log.warn(format_args!(
                     "job did not answer the checkpoint request in time; asking again in --interval"
                 ));
-                self.next_tick = self.interval.map(|i| now + i);
+                self.policy.start_ticks();
             }
             return Action::Drop;
         }
-        if self.next_tick.is_some_and(|t| t <= now) {
+        if self.policy.tick_due(now) {
             let Some(request) = self.request else {
-                self.next_tick = None;
+                self.policy.stop_ticks();
                 return Action::Drop;
             };
             if protocol::when_ready(Action::Forward(request), &[request], job) == Action::Hold {
-                self.next_tick = Some(now + HOLD_RETRY);
+                self.policy.hold_tick(now);
                 return Action::Drop;
             }
             log.info(format_args!(
                 "--interval: asking the job for a checkpoint ({})",
                 Name(request)
             ));
-            self.asked(!self.keep_running, self.timeout);
+            self.asked(!self.keep_running, false);
             return Action::Forward(request);
         }
         Action::Drop
@@ -403,10 +404,10 @@ impl Protocol for SelfCkpt {
     }
 
     fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
-        match self.committed_then_killed {
-            Some(Some(g)) => return self.checkpointed(g, log),
-            Some(None) => return Verdict::Exit(COMMIT_FAILED),
-            None => {}
+        match self.phase {
+            Phase::Killed { committed: Some(g) } => return self.checkpointed(g, log),
+            Phase::Killed { committed: None } => return Verdict::Exit(COMMIT_FAILED),
+            _ => {}
         }
         if self.reported(ended) {
             if !self.check_report(log) {
@@ -420,8 +421,8 @@ impl Protocol for SelfCkpt {
                 Err(()) => Verdict::Exit(COMMIT_FAILED),
             };
         }
-        if self.timed_out && ended.signal() == Some(libc::SIGKILL) {
-            return Verdict::Exit(NO_ANSWER);
+        if let Some(verdict) = request::timed_out(matches!(self.phase, Phase::TimedOut), ended) {
+            return verdict;
         }
         protocol::guard_collision(ended, self.code, self.by_signal, log)
     }

@@ -82,13 +82,6 @@ impl fmt::Display for Ended {
     }
 }
 
-/// The eviction budget HTCondor gives (JobMaxVacateTime), less a tenth
-/// (at most 30 s) so that ckptrun ends the job itself, and says why,
-/// before HTCondor's SIGKILL.
-pub fn budget(vacate: Duration) -> Duration {
-    vacate - (vacate / 10).min(Duration::from_secs(30))
-}
-
 /// The job checkpointed (to `what`): exit with HTCondor's checkpoint
 /// code, or die by the signal the job ad or --exit-by-signal names.
 pub fn checkpointed(
@@ -119,39 +112,6 @@ pub fn checkpointed(
         None => {
             log.info(format_args!("job checkpointed to {what}; exit {code}"));
             Verdict::Exit(code)
-        }
-    }
-}
-
-/// The policy for commits made at an `--interval` tick while the job runs
-/// on (self `--ckpt-continue`, dmtcp `--interval-continue`): a failed one
-/// is said and the job runs on, the next tick committing again; a second
-/// failure in a row ends the job (exit 123), which must not run on with
-/// no checkpoint it can come back to.
-#[derive(Default)]
-pub struct PeriodicCommits {
-    failed: bool,
-}
-
-impl PeriodicCommits {
-    /// After a commit at a tick: whether the job may run on.
-    pub fn run_on(&mut self, committed: bool, log: &Log) -> bool {
-        let failed_before = core::mem::replace(&mut self.failed, !committed);
-        match (committed, failed_before) {
-            (true, _) => true,
-            (false, false) => {
-                log.warn(format_args!(
-                    "the job runs on; the next --interval tick commits again, and ends it if that fails too"
-                ));
-                true
-            }
-            (false, true) => {
-                log.warn(format_args!(
-                    "a second periodic commit failed: ending the job rather than running it on with no checkpoint (exit {})",
-                    crate::os::error::COMMIT_FAILED
-                ));
-                false
-            }
         }
     }
 }
@@ -300,12 +260,6 @@ mod tests {
         assert_eq!(r.route(libc::SIGTERM), Action::Forward(libc::SIGTERM));
         assert_eq!(r.route(libc::SIGINT), Action::Drop);
         assert_eq!(r.route(libc::SIGHUP), Action::Forward(libc::SIGHUP));
-    }
-
-    #[test]
-    fn the_eviction_budget_leaves_a_margin() {
-        assert_eq!(budget(Duration::from_secs(10)), Duration::from_secs(9));
-        assert_eq!(budget(Duration::from_secs(600)), Duration::from_secs(570));
     }
 
     #[test]

@@ -12,14 +12,15 @@ pub mod ckptfile;
 
 use std::ffi::OsString;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::config::Config;
 use crate::mode::condor::ckptfile::{CkptFile, Found, Snapshot, Sum};
+use crate::mode::request::{self, Policy};
 use crate::os::error::{Error, NO_ANSWER, NO_CHECKPOINT, NOT_CHECKPOINTABLE};
 use crate::os::log::Log;
 use crate::os::sys::Sig;
-use crate::run::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol, Routes, Verdict};
+use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::run::signals::Name;
 use crate::store::OnDamage;
 
@@ -37,17 +38,13 @@ pub struct Condor {
     ckpt_exit_code: u8,
     exit_by_signal: Option<Sig>,
     routes: Routes,
-    /// `--interval`: the request it sends, how often, and when next.
+    /// Evictions, time limits and `--interval` ticks.
+    policy: Policy,
+    /// The request an `--interval` tick sends, and whether ticks repeat.
     tick: Sig,
-    every: Option<Duration>,
     repeat: bool,
-    next_tick: Option<Instant>,
     ended_by_us: bool,
-    /// How long a "checkpoint and exit" request may take: --ckpt-timeout,
-    /// or for an eviction the job ad's JobMaxVacateTime (less 10%).
-    timeout: Option<Duration>,
-    evict_timeout: Option<Duration>,
-    evictions: Vec<Sig>,
+    /// When the job must have answered "checkpoint and exit".
     answer_by: Option<Instant>,
     timed_out: bool,
 }
@@ -92,6 +89,11 @@ impl Condor {
                 vec!["-_condor_ckpt".into(), file]
             }
         };
+        let evictions = [libc::SIGTERM]
+            .into_iter()
+            .chain(config.evict_signals.iter().copied());
+        let mut policy = Policy::new(config, evictions.collect());
+        policy.start_ticks();
         let protocol = Self {
             before: ckpt.snapshot(),
             ckpt,
@@ -103,18 +105,9 @@ impl Condor {
             } else {
                 libc::SIGTSTP
             },
-            every: config.interval,
             repeat: config.interval_continue,
-            next_tick: config.interval.map(|every| Instant::now() + every),
+            policy,
             ended_by_us: false,
-            timeout: config.ckpt_timeout,
-            evict_timeout: config
-                .ckpt_timeout
-                .or(config.vacate_time.map(protocol::budget)),
-            evictions: [libc::SIGTERM]
-                .into_iter()
-                .chain(config.evict_signals.iter().copied())
-                .collect(),
             answer_by: None,
             timed_out: false,
         };
@@ -164,10 +157,11 @@ fn when_ready(action: Action, job: &Job) -> Action {
 }
 
 impl Condor {
-    /// "Checkpoint and exit" went to the job: it has `timeout` to do so.
-    fn asked(&mut self, timeout: Option<Duration>) {
+    /// "Checkpoint and exit" went to the job, for an eviction or not: it
+    /// has the policy's time to do so.
+    fn asked(&mut self, evicted: bool) {
         if self.answer_by.is_none() {
-            self.answer_by = timeout.map(|t| Instant::now() + t);
+            self.answer_by = self.policy.answer_by(evicted);
         }
     }
 }
@@ -176,18 +170,16 @@ impl Protocol for Condor {
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
         let action = when_ready(self.routes.route(sig), job);
         if action == Action::Forward(libc::SIGTSTP) {
-            let timeout = if self.evictions.contains(&sig) {
-                self.evict_timeout
-            } else {
-                self.timeout
-            };
-            self.asked(timeout);
+            self.asked(self.policy.is_eviction(sig));
         }
         action
     }
 
     fn deadline(&self) -> Option<Instant> {
-        [self.answer_by, self.next_tick].into_iter().flatten().min()
+        [self.answer_by, self.policy.next_tick()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn on_deadline(&mut self, job: &Job, log: &Log) -> Action {
@@ -200,21 +192,24 @@ impl Protocol for Condor {
             ));
             return Action::Kill;
         }
-        if self.next_tick.is_none_or(|t| t > now) {
+        if !self.policy.tick_due(now) {
             return Action::Drop;
         }
         let action = when_ready(Action::Forward(self.tick), job);
         if action == Action::Hold {
-            self.next_tick = Some(now + HOLD_RETRY);
+            self.policy.hold_tick(now);
             return Action::Drop;
         }
-        self.next_tick = self.every.filter(|_| self.repeat).map(|every| now + every);
+        match self.repeat {
+            true => self.policy.start_ticks(),
+            false => self.policy.stop_ticks(),
+        }
         log.info(format_args!(
             "--interval: asking the job for a checkpoint ({})",
             Name(self.tick)
         ));
         if self.tick == libc::SIGTSTP {
-            self.asked(self.timeout);
+            self.asked(false);
         }
         action
     }
@@ -236,8 +231,8 @@ impl Protocol for Condor {
         if self.ended_by_us {
             return Verdict::Exit(NOT_CHECKPOINTABLE);
         }
-        if self.timed_out && ended.signal() == Some(libc::SIGKILL) {
-            return Verdict::Exit(NO_ANSWER);
+        if let Some(verdict) = request::timed_out(self.timed_out, ended) {
+            return verdict;
         }
         match (ended.exit_code(), ended.signal()) {
             (_, Some(libc::SIGUSR2)) if self.ckpt.written_since(self.before) => {

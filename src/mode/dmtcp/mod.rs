@@ -43,10 +43,11 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, SeekFrom};
 
 use self::coordinator::{Children, Coordinator, Tools};
 use crate::config::Config;
+use crate::mode::request::{PeriodicCommits, Policy};
 use crate::os::error::{COMMIT_FAILED, Error, LAUNCHER_FAILED, NO_ANSWER};
 use crate::os::log::Log;
 use crate::os::sys::{self, Pid, Sig};
-use crate::run::protocol::{self, Action, Ended, Job, PeriodicCommits, Protocol, Routes, Verdict};
+use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::run::signals::{Inherited, Name};
 use crate::run::spawn;
 use crate::run::supervise;
@@ -114,31 +115,20 @@ pub struct Dmtcp<'a> {
     coordinator: Option<Pid>,
     /// Its pid could not be told: only `--quit` ends it.
     coordinator_unknown: bool,
-    /// `dmtcp_command --kcheckpoint`, `--bcheckpoint`, `--quit` and
-    /// `--status`, built before the job starts.
-    kill_request: spawn::Command,
-    keep_request: spawn::Command,
+    requests: Requests,
+    /// `dmtcp_command --quit`, built before the job starts.
     quit: spawn::Command,
-    status: spawn::Command,
-    /// What `--status` prints, read here.
-    status_out: OwnedFd,
     /// The `--quit` helper, once started (it is sent once).
     quitting: Option<Pid>,
     /// `--quit` was tried (whether or not it could be started).
     quit_tried: bool,
     routes: Routes,
-    /// Signals that mean "checkpoint, then exit".
-    evictions: Vec<Sig>,
+    /// Evictions ("checkpoint, then exit"), time limits, `--interval`.
+    policy: Policy,
     code: u8,
     by_signal: Option<Sig>,
-    interval: Option<Duration>,
     /// `--interval-continue`: periodic checkpoints keep the job running.
     keep_running: bool,
-    next_tick: Option<Instant>,
-    /// How long a checkpoint may take: --ckpt-timeout; for an eviction,
-    /// else the job ad's JobMaxVacateTime less 10%.
-    timeout: Option<Duration>,
-    evict_timeout: Option<Duration>,
     pending: Option<Pending>,
     /// The launch or restart, until the coordinator has seen it through.
     check: Option<Check>,
@@ -155,6 +145,48 @@ pub struct Dmtcp<'a> {
     /// The images directory holds a checkpoint that could not be
     /// committed: it is left for the user.
     keep_images: bool,
+}
+
+/// The `dmtcp_command`s that ask the coordinator something, built before
+/// the job starts (`--kcheckpoint`, `--bcheckpoint`, `--status`), and the
+/// pipe `--status` prints into, read here.
+struct Requests {
+    kill: spawn::Command,
+    keep: spawn::Command,
+    status: spawn::Command,
+    status_out: OwnedFd,
+}
+
+impl Requests {
+    fn new(coordinator: &Coordinator, tool: &Path) -> Result<Self, Error> {
+        let kill = coordinator.command(tool, &["--kcheckpoint"], None)?;
+        let keep = coordinator.command(tool, &["--bcheckpoint"], None)?;
+        let (out, into) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| Error::os("a pipe", e))?;
+        rustix::fs::fcntl_setfl(&out, OFlags::NONBLOCK).map_err(|e| Error::os("a pipe", e))?;
+        let status = coordinator.command(tool, &["--status"], Some(into))?;
+        Ok(Self {
+            kill,
+            keep,
+            status,
+            status_out: out,
+        })
+    }
+}
+
+/// What `Dmtcp::plan` made ready, for `Dmtcp::new`.
+struct Parts {
+    store: Store,
+    images: OwnedFd,
+    images_at: PathBuf,
+    cwd: PathBuf,
+    outputs: [Option<OwnedFd>; 2],
+    children: Children,
+    coordinator: Option<Pid>,
+    requests: Requests,
+    quit: spawn::Command,
+    /// A restart of this many images (else a launch).
+    restart: Option<usize>,
 }
 
 /// A checkpoint requested and not yet complete.
@@ -215,18 +247,7 @@ impl<'a> Dmtcp<'a> {
         inherited: &'a Inherited,
         log: &'a Log,
     ) -> Result<(Self, spawn::Command), Error> {
-        let tools = Tools::find(config.dmtcp_dir.as_deref(), std::env::var_os("PATH"))?;
-        tools.check_install()?;
-        // dmtcp_launch execs PROGRAM only once the coordinator runs; say
-        // now, as an exec would, if it cannot.
-        crate::os::program::check_executable(path)?;
-        if crate::os::program::is_static_elf(path) == Some(true) {
-            return Err(Error::usage(
-                path.display(),
-                "is linked statically: DMTCP cannot preload itself into it, so it would run \
-                 unprotected; link it dynamically",
-            ));
-        }
+        let tools = find_tools(config, path)?;
         let children = Children::before_start(crate::os::procfs::is_ours());
         let (store, newest) = Store::open(
             &config.store,
@@ -289,105 +310,72 @@ impl<'a> Dmtcp<'a> {
         let quit = coordinator
             .command(&tools.command, &["--quit"], None)
             .map_err(|e| stop(e, None))?;
-        let ready = (|| {
-            let mut args = coordinator.address().to_vec();
-            args.extend([
-                "--join-coordinator".into(),
-                "--ckptdir".into(),
-                images_at.clone().into(),
-                // Notes and warnings would land in the job's stderr.
-                "--quiet".into(),
-                "--quiet".into(),
-            ]);
-            let job = match &restart {
-                Some(r) => {
-                    log.info(format_args!(
-                        "restart from generation {} ({}): dmtcp_restart, {} image(s)",
-                        r.generation,
-                        r.slot,
-                        image_paths.len()
-                    ));
-                    args.extend(image_paths.iter().cloned());
-                    spawn::Command::new(&tools.restart, "dmtcp_restart".as_ref(), &args, &[])?
-                }
-                None => {
-                    log.info(format_args!(
-                        "fresh start: dmtcp_launch, images in {}",
-                        images_at.display()
-                    ));
-                    args.push(program_argument(&config.program, path));
-                    spawn::Command::new(
-                        &tools.launch,
-                        "dmtcp_launch".as_ref(),
-                        &args,
-                        &config.args,
-                    )?
-                }
-            };
-            let kill_request = coordinator.command(&tools.command, &["--kcheckpoint"], None)?;
-            let keep_request = coordinator.command(&tools.command, &["--bcheckpoint"], None)?;
-            let (out, into) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-                .map_err(|e| Error::os("a pipe", e))?;
-            rustix::fs::fcntl_setfl(&out, OFlags::NONBLOCK).map_err(|e| Error::os("a pipe", e))?;
-            let status = coordinator.command(&tools.command, &["--status"], Some(into))?;
-            Ok::<_, Error>((
-                job.dies_with_ckptrun(),
-                kill_request,
-                keep_request,
-                status,
-                out,
-            ))
-        })();
-        let (job, kill_request, keep_request, status, status_out) =
-            ready.map_err(|e| stop(e, Some(&quit)))?;
-
-        let mut evictions = vec![libc::SIGTERM, libc::SIGINT];
-        evictions.extend(&config.evict_signals);
-        evictions.extend(&config.periodic_signals);
-        let now = Instant::now();
-        let protocol = Self {
-            inherited,
+        let restarted = restart.as_ref().map(|r| (r, &image_paths[..]));
+        let ready = job_command(
+            config,
+            path,
+            &tools,
+            &coordinator,
+            &images_at,
+            restarted,
             log,
+        )
+        .and_then(|job| Ok((job, Requests::new(&coordinator, &tools.command)?)));
+        let (job, requests) = ready.map_err(|e| stop(e, Some(&quit)))?;
+        let parts = Parts {
             store,
             images,
             images_at,
             cwd,
             outputs,
             children,
-            helpers: heapless::Vec::new(),
             coordinator: coordinator.pid,
-            coordinator_unknown: coordinator.pid.is_none(),
-            kill_request,
-            keep_request,
+            requests,
             quit,
-            status,
-            status_out,
+            restart: restart.map(|_| image_paths.len()),
+        };
+        Ok((Self::new(config, parts, inherited, log), job))
+    }
+
+    fn new(config: &Config, parts: Parts, inherited: &'a Inherited, log: &'a Log) -> Self {
+        let mut evictions = vec![libc::SIGTERM, libc::SIGINT];
+        evictions.extend(&config.evict_signals);
+        evictions.extend(&config.periodic_signals);
+        let mut policy = Policy::new(config, evictions);
+        policy.start_ticks();
+        let limit = match parts.restart {
+            Some(_) => RESTART_TIMEOUT,
+            None => JOIN_TIMEOUT,
+        };
+        let now = Instant::now();
+        Self {
+            inherited,
+            log,
+            store: parts.store,
+            images: parts.images,
+            images_at: parts.images_at,
+            cwd: parts.cwd,
+            outputs: parts.outputs,
+            children: parts.children,
+            helpers: heapless::Vec::new(),
+            coordinator: parts.coordinator,
+            coordinator_unknown: parts.coordinator.is_none(),
+            requests: parts.requests,
+            quit: parts.quit,
             quitting: None,
             quit_tried: false,
             routes: Routes::new(&[], &config.maps),
-            evictions,
+            policy,
             code: config.ckpt_exit_code,
             by_signal: config.exit_by_signal,
-            interval: config.interval,
             keep_running: config.interval_continue,
-            next_tick: config.interval.map(|every| now + every),
-            timeout: config.ckpt_timeout,
-            evict_timeout: config
-                .ckpt_timeout
-                .or(config.vacate_time.map(protocol::budget)),
             pending: None,
-            check: Some({
-                let limit = match restart {
-                    Some(_) => RESTART_TIMEOUT,
-                    None => JOIN_TIMEOUT,
-                };
-                Check {
-                    restart: restart.map(|_| image_paths.len()),
-                    limit,
-                    deadline: now + limit,
-                    next_probe: now + PROBE,
-                    probe: None,
-                }
+            check: Some(Check {
+                restart: parts.restart,
+                limit,
+                deadline: now + limit,
+                next_probe: now + PROBE,
+                probe: None,
             }),
             outcome: Outcome::Running,
             periodic: PeriodicCommits::default(),
@@ -395,21 +383,15 @@ impl<'a> Dmtcp<'a> {
             job_ended: false,
             lost: None,
             keep_images: false,
-        };
-        Ok((protocol, job))
+        }
     }
 
     /// Asks the coordinator for a checkpoint, or joins the one under way.
     /// `evicted`: an eviction asks (else `--interval`).
     fn ask(&mut self, exit: bool, evicted: bool) -> Action {
         let log = self.log;
-        let timeout = if evicted {
-            self.evict_timeout
-        } else {
-            self.timeout
-        };
         let now = Instant::now();
-        let deadline = timeout.map(|t| now + t);
+        let deadline = self.policy.answer_by(evicted);
         if let Some(p) = &mut self.pending {
             if exit && !p.exit {
                 // A "keep running" checkpoint is under way: it is
@@ -425,7 +407,7 @@ impl<'a> Dmtcp<'a> {
             }
             return Action::Drop;
         }
-        self.next_tick = None;
+        self.policy.stop_ticks();
         self.pending = Some(Pending {
             exit,
             deadline,
@@ -458,8 +440,8 @@ impl<'a> Dmtcp<'a> {
             return;
         }
         let (request, verb) = match p.exit {
-            true => (&self.kill_request, "--kcheckpoint"),
-            false => (&self.keep_request, "--bcheckpoint"),
+            true => (&self.requests.kill, "--kcheckpoint"),
+            false => (&self.requests.keep, "--bcheckpoint"),
         };
         match spawn::spawn(request, self.inherited, false) {
             Ok(pid) => {
@@ -480,7 +462,7 @@ impl<'a> Dmtcp<'a> {
         self.pending = None;
         self.outcome = outcome;
         self.check = None;
-        self.next_tick = None;
+        self.policy.stop_ticks();
         // Checkpointed only by a request that kills (on_deadline).
         if outcome == Outcome::Checkpointed {
             self.kill_at = Some(Instant::now() + QUIT_GRACE);
@@ -568,7 +550,7 @@ impl<'a> Dmtcp<'a> {
     fn commit_periodic(&mut self) -> bool {
         let log = self.log;
         self.pending = None;
-        self.next_tick = self.interval.map(|every| Instant::now() + every);
+        self.policy.start_ticks();
         let done = self.commit();
         if let Err(f) = done {
             log.warn(format_args!(
@@ -612,7 +594,7 @@ impl<'a> Dmtcp<'a> {
             return self.end_computation(Outcome::Failed(code));
         }
         if c.probe.is_none() && now >= c.next_probe {
-            match spawn::spawn(&self.status, self.inherited, false) {
+            match spawn::spawn(&self.requests.status, self.inherited, false) {
                 Ok(pid) => {
                     c.probe = Some(pid);
                     let _ = self.helpers.push(pid);
@@ -630,7 +612,7 @@ impl<'a> Dmtcp<'a> {
         let Some(c) = &mut self.check else { return };
         c.probe = None;
         let mut buf = [0u8; 2048];
-        let len = drain(self.status_out.as_fd(), &mut buf);
+        let len = drain(self.requests.status_out.as_fd(), &mut buf);
         if !ok {
             return;
         }
@@ -652,6 +634,67 @@ impl<'a> Dmtcp<'a> {
     }
 }
 
+/// Finds DMTCP's tools and checks that PROGRAM can run under them:
+/// dmtcp_launch execs it only once the coordinator runs, so this says now,
+/// as an exec would, if it cannot.
+fn find_tools(config: &Config, path: &Path) -> Result<Tools, Error> {
+    let tools = Tools::find(config.dmtcp_dir.as_deref(), std::env::var_os("PATH"))?;
+    tools.check_install()?;
+    crate::os::program::check_executable(path)?;
+    if crate::os::program::is_static_elf(path) == Some(true) {
+        return Err(Error::usage(
+            path.display(),
+            "is linked statically: DMTCP cannot preload itself into it, so it would run \
+             unprotected; link it dynamically",
+        ));
+    }
+    Ok(tools)
+}
+
+/// The job's command: `dmtcp_restart` of a generation's images, or
+/// `dmtcp_launch PROGRAM ARG...`; joining the coordinator, writing images
+/// into `images_at`. It dies with ckptrun.
+fn job_command(
+    config: &Config,
+    path: &Path,
+    tools: &Tools,
+    coordinator: &Coordinator,
+    images_at: &Path,
+    restart: Option<(&Restart, &[OsString])>,
+    log: &Log,
+) -> Result<spawn::Command, Error> {
+    let mut args = coordinator.address().to_vec();
+    args.extend([
+        "--join-coordinator".into(),
+        "--ckptdir".into(),
+        images_at.into(),
+        // Notes and warnings would land in the job's stderr.
+        "--quiet".into(),
+        "--quiet".into(),
+    ]);
+    let job = match restart {
+        Some((r, image_paths)) => {
+            log.info(format_args!(
+                "restart from generation {} ({}): dmtcp_restart, {} image(s)",
+                r.generation,
+                r.slot,
+                image_paths.len()
+            ));
+            args.extend(image_paths.iter().cloned());
+            spawn::Command::new(&tools.restart, "dmtcp_restart".as_ref(), &args, &[])?
+        }
+        None => {
+            log.info(format_args!(
+                "fresh start: dmtcp_launch, images in {}",
+                images_at.display()
+            ));
+            args.push(program_argument(&config.program, path));
+            spawn::Command::new(&tools.launch, "dmtcp_launch".as_ref(), &args, &config.args)?
+        }
+    };
+    Ok(job.dies_with_ckptrun())
+}
+
 /// The coordinator ended under the job, taking it with it: said on
 /// stderr (HTCondor's error file), since the job's end follows from it.
 #[inline(never)]
@@ -663,7 +706,7 @@ fn coordinator_lost(ended: Ended, log: &Log) {
 
 impl Protocol for Dmtcp<'_> {
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
-        if !self.evictions.contains(&sig) {
+        if !self.policy.is_eviction(sig) {
             return self.routes.route(sig);
         }
         // Once the computation is being ended, there is nothing to ask.
@@ -696,7 +739,8 @@ impl Protocol for Dmtcp<'_> {
             Some(_) => c.deadline,
         });
         let lost = self.lost.map(|(_, at)| at);
-        [pending.flatten(), check, self.next_tick, self.kill_at, lost]
+        let tick = self.policy.next_tick();
+        [pending.flatten(), check, tick, self.kill_at, lost]
             .into_iter()
             .flatten()
             .min()
@@ -725,69 +769,10 @@ impl Protocol for Dmtcp<'_> {
                 return action;
             }
         }
-        let Some(p) = self.pending else {
-            if self.next_tick.is_some_and(|t| t <= now) && self.outcome == Outcome::Running {
-                self.next_tick = None;
-                log.info(format_args!(
-                    "--interval: periodic checkpoint{}",
-                    if self.keep_running {
-                        ", the job running on"
-                    } else {
-                        " and exit"
-                    }
-                ));
-                return self.ask(!self.keep_running, false);
-            }
-            return Action::Drop;
-        };
-        if complete(self.images.as_fd()) {
-            if p.exit && p.kills {
-                log.info(format_args!("checkpoint complete"));
-                return self.end_computation(Outcome::Checkpointed);
-            }
-            if !self.commit_periodic() {
-                return self.end_computation(Outcome::Failed(COMMIT_FAILED));
-            }
-            if p.exit {
-                // An eviction came during it: now the one that ends the
-                // computation.
-                return self.ask(true, p.evicted);
-            }
-            return Action::Drop;
+        match self.pending {
+            Some(p) => self.on_pending(p, now, log),
+            None => self.on_tick(now, log),
         }
-        if p.deadline.is_some_and(|t| t <= now) {
-            // DMTCP froze the computation for it: it cannot go on either.
-            log.warn(format_args!(
-                "the {} checkpoint was not complete in time: ending the computation",
-                if p.evicted { "eviction's" } else { "periodic" }
-            ));
-            return self.end_computation(Outcome::NotCheckpointed);
-        }
-        if p.again_at.is_some_and(|t| t <= now) && !under_way(self.images.as_fd()) {
-            let given_up = p.deadline.is_none() && now - p.asked >= GIVE_UP;
-            if given_up || self.coordinator_gone() {
-                log.warn(format_args!(
-                    "no checkpoint could be taken ({} requests{})",
-                    p.tries,
-                    if self.coordinator_gone() {
-                        ", the coordinator is gone"
-                    } else {
-                        ""
-                    }
-                ));
-                if p.exit {
-                    return self.end_computation(Outcome::NotCheckpointed);
-                }
-                self.pending = None;
-                self.next_tick = self.interval.map(|every| now + every);
-                return Action::Drop;
-            }
-            self.send_request();
-        }
-        if let Some(p) = &mut self.pending {
-            p.next_poll = now + POLL;
-        }
-        Action::Drop
     }
 
     fn reaped(&mut self, pid: Pid, raw: i32, log: &Log) {
@@ -978,6 +963,78 @@ impl Dmtcp<'_> {
             }
             let _ = sys::wait_signal(&coordinator::sigchld(), Some(Duration::from_millis(10)));
         }
+    }
+}
+
+impl Dmtcp<'_> {
+    /// No checkpoint is pending: is an `--interval` tick due?
+    fn on_tick(&mut self, now: Instant, log: &Log) -> Action {
+        if !self.policy.tick_due(now) || self.outcome != Outcome::Running {
+            return Action::Drop;
+        }
+        self.policy.stop_ticks();
+        log.info(format_args!(
+            "--interval: periodic checkpoint{}",
+            if self.keep_running {
+                ", the job running on"
+            } else {
+                " and exit"
+            }
+        ));
+        self.ask(!self.keep_running, false)
+    }
+
+    /// A checkpoint is pending: is it complete, out of time, or to be
+    /// asked for again?
+    fn on_pending(&mut self, p: Pending, now: Instant, log: &Log) -> Action {
+        if complete(self.images.as_fd()) {
+            if p.exit && p.kills {
+                log.info(format_args!("checkpoint complete"));
+                return self.end_computation(Outcome::Checkpointed);
+            }
+            if !self.commit_periodic() {
+                return self.end_computation(Outcome::Failed(COMMIT_FAILED));
+            }
+            if p.exit {
+                // An eviction came during it: now the one that ends the
+                // computation.
+                return self.ask(true, p.evicted);
+            }
+            return Action::Drop;
+        }
+        if p.deadline.is_some_and(|t| t <= now) {
+            // DMTCP froze the computation for it: it cannot go on either.
+            log.warn(format_args!(
+                "the {} checkpoint was not complete in time: ending the computation",
+                if p.evicted { "eviction's" } else { "periodic" }
+            ));
+            return self.end_computation(Outcome::NotCheckpointed);
+        }
+        if p.again_at.is_some_and(|t| t <= now) && !under_way(self.images.as_fd()) {
+            let given_up = p.deadline.is_none() && now - p.asked >= GIVE_UP;
+            if given_up || self.coordinator_gone() {
+                log.warn(format_args!(
+                    "no checkpoint could be taken ({} requests{})",
+                    p.tries,
+                    if self.coordinator_gone() {
+                        ", the coordinator is gone"
+                    } else {
+                        ""
+                    }
+                ));
+                if p.exit {
+                    return self.end_computation(Outcome::NotCheckpointed);
+                }
+                self.pending = None;
+                self.policy.start_ticks();
+                return Action::Drop;
+            }
+            self.send_request();
+        }
+        if let Some(p) = &mut self.pending {
+            p.next_poll = now + POLL;
+        }
+        Action::Drop
     }
 }
 
