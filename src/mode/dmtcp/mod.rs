@@ -129,14 +129,9 @@ pub struct Dmtcp<'a> {
     by_signal: Option<Sig>,
     /// `--interval-continue`: periodic checkpoints keep the job running.
     keep_running: bool,
-    pending: Option<Pending>,
-    /// The launch or restart, until the coordinator has seen it through.
-    check: Option<Check>,
-    outcome: Outcome,
+    phase: Phase,
     /// Periodic commits that failed (`--interval-continue`).
     periodic: PeriodicCommits,
-    /// When a computation DMTCP was told to kill is killed.
-    kill_at: Option<Instant>,
     /// The job has ended: the coordinator is expected to go.
     job_ended: bool,
     /// The coordinator ended while the job ran, and when to say so if
@@ -222,11 +217,19 @@ struct Check {
     probe: Option<Pid>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Outcome {
-    Running,
-    /// The eviction's checkpoint is complete; the computation is ending.
-    Checkpointed,
+/// Where the computation is.
+#[derive(Clone, Copy)]
+enum Phase {
+    /// It runs. `check`: the launch or restart, until the coordinator has
+    /// seen it through; `pending`: a checkpoint requested and not yet
+    /// complete (asked for only once `check` is done).
+    Running {
+        check: Option<Check>,
+        pending: Option<Pending>,
+    },
+    /// The eviction's checkpoint is complete; the computation is ending:
+    /// DMTCP kills it (--kcheckpoint), else ckptrun does at `kill_at`.
+    Checkpointed { kill_at: Option<Instant> },
     /// The eviction's checkpoint was not complete in time, or could not
     /// be requested; the computation is being ended.
     NotCheckpointed,
@@ -369,17 +372,17 @@ impl<'a> Dmtcp<'a> {
             code: config.ckpt_exit_code,
             by_signal: config.exit_by_signal,
             keep_running: config.interval_continue,
-            pending: None,
-            check: Some(Check {
-                restart: parts.restart,
-                limit,
-                deadline: now + limit,
-                next_probe: now + PROBE,
-                probe: None,
-            }),
-            outcome: Outcome::Running,
+            phase: Phase::Running {
+                check: Some(Check {
+                    restart: parts.restart,
+                    limit,
+                    deadline: now + limit,
+                    next_probe: now + PROBE,
+                    probe: None,
+                }),
+                pending: None,
+            },
             periodic: PeriodicCommits::default(),
-            kill_at: None,
             job_ended: false,
             lost: None,
             keep_images: false,
@@ -392,7 +395,10 @@ impl<'a> Dmtcp<'a> {
         let log = self.log;
         let now = Instant::now();
         let deadline = self.policy.answer_by(evicted);
-        if let Some(p) = &mut self.pending {
+        let Phase::Running { pending, .. } = &mut self.phase else {
+            return Action::Drop;
+        };
+        if let Some(p) = pending {
             if exit && !p.exit {
                 // A "keep running" checkpoint is under way: it is
                 // committed, then one that ends the computation is taken
@@ -407,8 +413,7 @@ impl<'a> Dmtcp<'a> {
             }
             return Action::Drop;
         }
-        self.policy.stop_ticks();
-        self.pending = Some(Pending {
+        *pending = Some(Pending {
             exit,
             deadline,
             asked: now,
@@ -419,14 +424,21 @@ impl<'a> Dmtcp<'a> {
             again_at: None,
             next_poll: now + POLL,
         });
+        self.policy.stop_ticks();
         self.send_request();
         Action::Drop
     }
 
     fn send_request(&mut self) {
         let log = self.log;
-        let Some(p) = &mut self.pending else { return };
-        if self.check.is_some() {
+        let Phase::Running {
+            check,
+            pending: Some(p),
+        } = &mut self.phase
+        else {
+            return;
+        };
+        if check.is_some() {
             // Not before the coordinator has seen the job through its
             // launch or restart: it forgets a --kcheckpoint's "kill
             // after" when the computation's first process joins.
@@ -458,17 +470,51 @@ impl<'a> Dmtcp<'a> {
     /// The checkpoint to exit with is complete, or will not be: end the
     /// computation. A complete one DMTCP kills itself (--kcheckpoint),
     /// with SIGKILL as the fallback; one not complete is killed now.
-    fn end_computation(&mut self, outcome: Outcome) -> Action {
-        self.pending = None;
-        self.outcome = outcome;
-        self.check = None;
+    fn end_computation(&mut self, phase: Phase) -> Action {
         self.policy.stop_ticks();
-        // Checkpointed only by a request that kills (on_deadline).
-        if outcome == Outcome::Checkpointed {
-            self.kill_at = Some(Instant::now() + QUIT_GRACE);
-            return Action::Drop;
+        self.phase = phase;
+        match phase {
+            // Checkpointed only by a request that kills (on_pending).
+            Phase::Checkpointed { .. } => {
+                self.phase = Phase::Checkpointed {
+                    kill_at: Some(Instant::now() + QUIT_GRACE),
+                };
+                Action::Drop
+            }
+            _ => Action::Kill,
         }
-        Action::Kill
+    }
+
+    /// The checkpoint requested, while the computation runs.
+    fn pending(&self) -> Option<Pending> {
+        match self.phase {
+            Phase::Running { pending, .. } => pending,
+            _ => None,
+        }
+    }
+
+    /// The launch or restart check, while it is under way.
+    fn check(&self) -> Option<Check> {
+        match self.phase {
+            Phase::Running { check, .. } => check,
+            _ => None,
+        }
+    }
+
+    fn set_pending(&mut self, to: Option<Pending>) {
+        if let Phase::Running { pending, .. } = &mut self.phase {
+            *pending = to;
+        }
+    }
+
+    fn set_check(&mut self, to: Option<Check>) {
+        if let Phase::Running { check, .. } = &mut self.phase {
+            *check = to;
+        }
+    }
+
+    fn running(&self) -> bool {
+        matches!(self.phase, Phase::Running { .. })
     }
 
     /// Whether the coordinator's end now is part of the computation's:
@@ -476,9 +522,9 @@ impl<'a> Dmtcp<'a> {
     fn coordinator_may_end(&self) -> bool {
         self.job_ended
             || self.quitting.is_some()
-            || self.outcome != Outcome::Running
+            || !self.running()
             // DMTCP ends the computation, then the coordinator.
-            || self.pending.is_some_and(|p| p.kills)
+            || self.pending().is_some_and(|p| p.kills)
     }
 
     /// A coordinator killed under the job, seen as the job ends. The job
@@ -549,7 +595,7 @@ impl<'a> Dmtcp<'a> {
     /// runs on. Whether it may (see `PeriodicCommits`).
     fn commit_periodic(&mut self) -> bool {
         let log = self.log;
-        self.pending = None;
+        self.set_pending(None);
         self.policy.start_ticks();
         let done = self.commit();
         if let Err(f) = done {
@@ -576,7 +622,7 @@ impl<'a> Dmtcp<'a> {
     /// answer.
     fn probe(&mut self, now: Instant) -> Action {
         let log = self.log;
-        let Some(c) = &mut self.check else {
+        let Some(mut c) = self.check() else {
             return Action::Drop;
         };
         if now >= c.deadline {
@@ -591,7 +637,7 @@ impl<'a> Dmtcp<'a> {
                 "{what} within {} s; ending it (exit {code})",
                 c.limit.as_secs()
             ));
-            return self.end_computation(Outcome::Failed(code));
+            return self.end_computation(Phase::Failed(code));
         }
         if c.probe.is_none() && now >= c.next_probe {
             match spawn::spawn(&self.requests.status, self.inherited, false) {
@@ -602,6 +648,7 @@ impl<'a> Dmtcp<'a> {
                 Err(e) => log.warn(format_args!("dmtcp_command --status: {e}")),
             }
             c.next_probe = now + PROBE;
+            self.set_check(Some(c));
         }
         Action::Drop
     }
@@ -609,8 +656,9 @@ impl<'a> Dmtcp<'a> {
     /// The `--status` helper exited: what did the coordinator say?
     fn probed(&mut self, ok: bool) {
         let log = self.log;
-        let Some(c) = &mut self.check else { return };
+        let Some(mut c) = self.check() else { return };
         c.probe = None;
+        self.set_check(Some(c));
         let mut buf = [0u8; 2048];
         let len = drain(self.requests.status_out.as_fd(), &mut buf);
         if !ok {
@@ -630,7 +678,7 @@ impl<'a> Dmtcp<'a> {
             )),
             None => log.info(format_args!("the job runs under DMTCP")),
         }
-        self.check = None;
+        self.set_check(None);
     }
 }
 
@@ -710,7 +758,7 @@ impl Protocol for Dmtcp<'_> {
             return self.routes.route(sig);
         }
         // Once the computation is being ended, there is nothing to ask.
-        if self.outcome == Outcome::Running {
+        if self.running() {
             self.log
                 .info(format_args!("{}: eviction, checkpoint and exit", Name(sig)));
             // A stopped computation cannot be checkpointed; it is being
@@ -727,20 +775,24 @@ impl Protocol for Dmtcp<'_> {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let pending = self.pending.map(|p| {
+        let pending = self.pending().map(|p| {
             [Some(p.next_poll), p.again_at, p.deadline]
                 .into_iter()
                 .flatten()
                 .min()
         });
         // While a probe runs, only the check's own deadline.
-        let check = self.check.map(|c| match c.probe {
+        let check = self.check().map(|c| match c.probe {
             None => c.deadline.min(c.next_probe),
             Some(_) => c.deadline,
         });
         let lost = self.lost.map(|(_, at)| at);
         let tick = self.policy.next_tick();
-        [pending.flatten(), check, tick, self.kill_at, lost]
+        let kill_at = match self.phase {
+            Phase::Checkpointed { kill_at } => kill_at,
+            _ => None,
+        };
+        [pending.flatten(), check, tick, kill_at, lost]
             .into_iter()
             .flatten()
             .min()
@@ -754,8 +806,10 @@ impl Protocol for Dmtcp<'_> {
             self.lost = None;
             coordinator_lost(ended, log);
         }
-        if self.kill_at.is_some_and(|t| t <= now) {
-            self.kill_at = None;
+        if let Phase::Checkpointed { kill_at: Some(t) } = self.phase
+            && t <= now
+        {
+            self.phase = Phase::Checkpointed { kill_at: None };
             // Handled (SIGKILL): for the log, not HTCondor's error file.
             log.info(format_args!(
                 "the computation is still there {} ms after its checkpoint",
@@ -763,13 +817,13 @@ impl Protocol for Dmtcp<'_> {
             ));
             return Action::Kill;
         }
-        if self.check.is_some() {
+        if self.check().is_some() {
             let action = self.probe(now);
             if action != Action::Drop {
                 return action;
             }
         }
-        match self.pending {
+        match self.pending() {
             Some(p) => self.on_pending(p, now, log),
             None => self.on_tick(now, log),
         }
@@ -791,12 +845,13 @@ impl Protocol for Dmtcp<'_> {
             } else {
                 coordinator_lost(ended, log);
             }
-        } else if self.check.is_some_and(|c| c.probe == Some(pid)) {
+        } else if self.check().is_some_and(|c| c.probe == Some(pid)) {
             self.probed(ended.exit_code() == Some(0));
-        } else if let Some(p) = &mut self.pending
+        } else if let Some(mut p) = self.pending()
             && p.requester == Some(pid)
         {
             p.requester = None;
+            self.set_pending(Some(p));
         }
     }
 
@@ -815,17 +870,14 @@ impl Protocol for Dmtcp<'_> {
         // With --kcheckpoint each process exits once its own image is
         // written: the job's first process may end while others still
         // write theirs.
-        if self.outcome == Outcome::Running
-            && self.pending.is_some_and(|p| p.exit)
-            && self.wait_complete(log)
-        {
+        if self.running() && self.pending().is_some_and(|p| p.exit) && self.wait_complete(log) {
             log.info(format_args!("checkpoint complete"));
-            self.outcome = Outcome::Checkpointed;
+            self.phase = Phase::Checkpointed { kill_at: None };
         }
         // Nothing of the computation may run on (or write) after this.
         supervise::end_group(ended.pid, log);
-        match self.outcome {
-            Outcome::Checkpointed => match self.commit() {
+        match self.phase {
+            Phase::Checkpointed { .. } => match self.commit() {
                 Ok(g) => protocol::checkpointed(
                     self.code,
                     self.by_signal,
@@ -842,13 +894,13 @@ impl Protocol for Dmtcp<'_> {
                     Verdict::Exit(COMMIT_FAILED)
                 }
             },
-            Outcome::NotCheckpointed => Verdict::Exit(NO_ANSWER),
-            Outcome::Failed(code) => Verdict::Exit(code),
-            Outcome::Running => {
+            Phase::NotCheckpointed => Verdict::Exit(NO_ANSWER),
+            Phase::Failed(code) => Verdict::Exit(code),
+            Phase::Running { pending, .. } => {
                 // An image begun means DMTCP had frozen the job for its
                 // checkpoint: it did not end by itself. Otherwise it did
                 // (as the eviction came), and its end is passed on.
-                if self.pending.is_some_and(|p| p.exit) && under_way(self.images.as_fd()) {
+                if pending.is_some_and(|p| p.exit) && under_way(self.images.as_fd()) {
                     log.warn(format_args!(
                         "the computation ended before its checkpoint was complete; nothing committed"
                     ));
@@ -886,7 +938,7 @@ impl Dmtcp<'_> {
     /// GIVE_UP) reached. Reaps what ends meanwhile. Does not allocate.
     fn wait_complete(&mut self, log: &Log) -> bool {
         let limit = self
-            .pending
+            .pending()
             .and_then(|p| p.deadline)
             .unwrap_or_else(|| Instant::now() + GIVE_UP);
         loop {
@@ -969,7 +1021,7 @@ impl Dmtcp<'_> {
 impl Dmtcp<'_> {
     /// No checkpoint is pending: is an `--interval` tick due?
     fn on_tick(&mut self, now: Instant, log: &Log) -> Action {
-        if !self.policy.tick_due(now) || self.outcome != Outcome::Running {
+        if !self.policy.tick_due(now) || !self.running() {
             return Action::Drop;
         }
         self.policy.stop_ticks();
@@ -990,10 +1042,10 @@ impl Dmtcp<'_> {
         if complete(self.images.as_fd()) {
             if p.exit && p.kills {
                 log.info(format_args!("checkpoint complete"));
-                return self.end_computation(Outcome::Checkpointed);
+                return self.end_computation(Phase::Checkpointed { kill_at: None });
             }
             if !self.commit_periodic() {
-                return self.end_computation(Outcome::Failed(COMMIT_FAILED));
+                return self.end_computation(Phase::Failed(COMMIT_FAILED));
             }
             if p.exit {
                 // An eviction came during it: now the one that ends the
@@ -1008,7 +1060,7 @@ impl Dmtcp<'_> {
                 "the {} checkpoint was not complete in time: ending the computation",
                 if p.evicted { "eviction's" } else { "periodic" }
             ));
-            return self.end_computation(Outcome::NotCheckpointed);
+            return self.end_computation(Phase::NotCheckpointed);
         }
         if p.again_at.is_some_and(|t| t <= now) && !under_way(self.images.as_fd()) {
             let given_up = p.deadline.is_none() && now - p.asked >= GIVE_UP;
@@ -1023,16 +1075,17 @@ impl Dmtcp<'_> {
                     }
                 ));
                 if p.exit {
-                    return self.end_computation(Outcome::NotCheckpointed);
+                    return self.end_computation(Phase::NotCheckpointed);
                 }
-                self.pending = None;
+                self.set_pending(None);
                 self.policy.start_ticks();
                 return Action::Drop;
             }
             self.send_request();
         }
-        if let Some(p) = &mut self.pending {
+        if let Some(mut p) = self.pending() {
             p.next_poll = now + POLL;
+            self.set_pending(Some(p));
         }
         Action::Drop
     }
