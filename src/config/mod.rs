@@ -515,6 +515,16 @@ mod tests {
     }
 
     #[test]
+    fn each_option_is_in_the_table_once() {
+        for (i, a) in OPTIONS.iter().enumerate() {
+            for b in &OPTIONS[i + 1..] {
+                assert!(a.long != b.long && a.opt != b.opt, "--{}", a.long);
+                assert!(a.short.is_none() || a.short != b.short, "--{}", a.long);
+            }
+        }
+    }
+
+    #[test]
     fn init_mode_refuses_checkpoint_options() {
         let c = run(&["--mode", "init", "--map", "TERM:INT", "--pgroup", "p"]).unwrap();
         assert_eq!(c.mode, Mode::Init);
