@@ -35,7 +35,7 @@ use crate::mode::{condor, dmtcp, init, selfckpt};
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::{alloc_guard, internal_error, personality, procfs, program, sys};
-use crate::run::protocol::{Protocol, Verdict};
+use crate::run::protocol::{Ended, Protocol, Verdict};
 use crate::run::signals::Inherited;
 use crate::run::{exit, spawn, status_file, supervise};
 
@@ -230,57 +230,73 @@ impl Start<'_> {
         command: spawn::Command,
         protocol: &mut dyn Protocol,
     ) -> Result<Verdict, Error> {
-        let Start {
-            config,
-            inherited,
-            log,
-            status_file,
-            outputs,
-        } = self;
+        let (config, log) = (self.config, self.log);
         supervise::adopt_orphans(log);
         if let Some(sig) = config.pdeathsig {
-            supervise::signal_on_parent_death(sig, inherited.parent, log);
+            supervise::signal_on_parent_death(sig, self.inherited.parent, log);
         }
         let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
-        let allocate_for_test = alloc_guard::test_allocation_requested();
-        #[cfg(debug_assertions)]
-        let panic_for_test = internal_error::test_panic_requested();
+        let test_faults = TestFaults::requested();
 
         // From here on nothing allocates (debug builds abort if anything does).
         alloc_guard::arm();
-        let (job, ended) = loop {
-            let job = match spawn::spawn(&command, inherited, foreground) {
+        let (job, ended) = match self.run_job(&command, protocol, foreground, &test_faults) {
+            Ok(ran) => ran,
+            Err(verdict) => return Ok(verdict),
+        };
+        Ok(self.conclude(job, ended, proc_is_ours, protocol))
+    }
+
+    /// Starts the job and supervises it to its end, once more whenever the
+    /// protocol wants (self mode's fallback). Returns its pid and end, or
+    /// (`Err`) the verdict when it could not be started.
+    fn run_job(
+        &self,
+        command: &spawn::Command,
+        protocol: &mut dyn Protocol,
+        foreground: bool,
+        test_faults: &TestFaults,
+    ) -> Result<(sys::Pid, Ended), Verdict> {
+        let (config, log) = (self.config, self.log);
+        loop {
+            let job = match spawn::spawn(command, self.inherited, foreground) {
                 Ok(pid) => pid,
                 Err(e) => {
                     log.warn(format_args!("{}: {e}", config.program.display()));
-                    if let Some(file) = &status_file {
+                    if let Some(file) = &self.status_file {
                         file.record_launch_failure(e.exit_code(), log);
                     }
                     protocol.end(log);
-                    return Ok(Verdict::Exit(e.exit_code()));
+                    return Err(Verdict::Exit(e.exit_code()));
                 }
             };
             log.info(format_args!(
                 "started {} as pid {job}",
                 config.program.display()
             ));
-            if allocate_for_test {
-                alloc_guard::allocate_for_test();
-            }
-            #[cfg(debug_assertions)]
-            if panic_for_test {
-                internal_error::panic_for_test();
-            }
+            test_faults.inject();
             let started = std::time::Instant::now();
             let ended = supervise::supervise(job, protocol, config.supervision(), log);
             // The protocol may want one more start (self mode's fallback).
             if !protocol.again(ended, started.elapsed(), log) {
-                break (job, ended);
+                return Ok((job, ended));
             }
-        };
+        }
+    }
+
+    /// After the job's end: its status file, what it left, the verdict,
+    /// and HTCondor's outputs.
+    fn conclude(
+        &self,
+        job: sys::Pid,
+        ended: Ended,
+        proc_is_ours: bool,
+        protocol: &mut dyn Protocol,
+    ) -> Verdict {
+        let (config, log) = (self.config, self.log);
         protocol.job_ended(log);
-        if let Some(file) = &status_file {
+        if let Some(file) = &self.status_file {
             file.record(ended, log);
         }
         // Before the end is judged: nothing the job left may still run
@@ -290,12 +306,40 @@ impl Start<'_> {
         }
         let verdict = protocol.judge(ended, log);
         protocol.end(log);
-        if let Some(o) = &outputs
+        if let Some(o) = &self.outputs
             && !config.is_checkpoint(verdict)
         {
             exit::mark_outputs_changed(o.sandbox.as_ref(), &o.not_outputs, log);
         }
-        Ok(verdict)
+        verdict
+    }
+}
+
+/// Faults the tests ask for, read before the allocation guard is armed
+/// (reading the environment allocates) and made once the job runs.
+struct TestFaults {
+    allocate: bool,
+    #[cfg(debug_assertions)]
+    panic: bool,
+}
+
+impl TestFaults {
+    fn requested() -> Self {
+        Self {
+            allocate: alloc_guard::test_allocation_requested(),
+            #[cfg(debug_assertions)]
+            panic: internal_error::test_panic_requested(),
+        }
+    }
+
+    fn inject(&self) {
+        if self.allocate {
+            alloc_guard::allocate_for_test();
+        }
+        #[cfg(debug_assertions)]
+        if self.panic {
+            internal_error::panic_for_test();
+        }
     }
 }
 

@@ -90,63 +90,67 @@ impl<'a> Advice<'a> {
 impl Display for Advice<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("this submit file loses checkpoints:")?;
-        let mut sep = " ";
-        let mut item = |f: &mut fmt::Formatter<'_>, args: fmt::Arguments<'_>| {
-            let written = write!(f, "{sep}{args}");
-            sep = "; ";
-            written
-        };
+        let mut items = Items { f, sep: " " };
+        self.eviction_items(&mut items)?;
+        self.checkpoint_exit_items(&mut items)
+    }
+}
+
+/// The advice's items, written one after the other.
+struct Items<'a, 'f> {
+    f: &'a mut fmt::Formatter<'f>,
+    sep: &'static str,
+}
+
+impl Items<'_, '_> {
+    fn add(&mut self, args: fmt::Arguments<'_>) -> fmt::Result {
+        let written = write!(self.f, "{}{args}", self.sep);
+        self.sep = "; ";
+        written
+    }
+}
+
+impl Advice<'_> {
+    /// What an eviction's upload lacks.
+    fn eviction_items(&self, items: &mut Items) -> fmt::Result {
         if self.on_evict {
-            item(
-                f,
-                format_args!(
-                    "add `when_to_transfer_output = ON_EXIT_OR_EVICT` (else the checkpoint taken at eviction is thrown away)"
-                ),
-            )?;
+            items.add(format_args!(
+                "add `when_to_transfer_output = ON_EXIT_OR_EVICT` (else the checkpoint taken at eviction is thrown away)"
+            ))?;
         }
         if let Some(file) = self.output_lacks {
-            item(
-                f,
-                format_args!(
-                    "add {} to `transfer_output_files`, or leave that command out (an eviction uploads only what it lists)",
-                    shown(file)
-                ),
-            )?;
+            items.add(format_args!(
+                "add {} to `transfer_output_files`, or leave that command out (an eviction uploads only what it lists)",
+                shown(file)
+            ))?;
         }
         if let Some(file) = self.not_top_level {
-            item(
-                f,
-                format_args!(
-                    "keep {} at the top of the sandbox (an eviction uploads only top-level files)",
-                    shown(file)
-                ),
-            )?;
+            items.add(format_args!(
+                "keep {} at the top of the sandbox (an eviction uploads only top-level files)",
+                shown(file)
+            ))?;
         }
+        Ok(())
+    }
+
+    /// What a checkpoint exit (ckptrun's own, or its upload) lacks.
+    fn checkpoint_exit_items(&self, items: &mut Items) -> fmt::Result {
         match self.undeclared_exit {
-            Some(CkptExit::Code(code)) => item(
-                f,
-                format_args!(
-                    "add `checkpoint_exit_code = {code}` (else ckptrun's checkpoint and exit {code} for --interval ends the job)"
-                ),
-            )?,
-            Some(CkptExit::Signal(sig)) => item(
-                f,
-                format_args!(
-                    "add `+SuccessCheckpointExitBySignal = true` and `+SuccessCheckpointExitSignal = {}` (else ckptrun's checkpoint and death by {} for --interval ends the job)",
-                    sig,
-                    Name(sig)
-                ),
-            )?,
+            Some(CkptExit::Code(code)) => items.add(format_args!(
+                "add `checkpoint_exit_code = {code}` (else ckptrun's checkpoint and exit {code} for --interval ends the job)"
+            ))?,
+            Some(CkptExit::Signal(sig)) => items.add(format_args!(
+                "add `+SuccessCheckpointExitBySignal = true` and `+SuccessCheckpointExitSignal = {}` (else ckptrun's checkpoint and death by {} for --interval ends the job)",
+                sig,
+                Name(sig)
+            ))?,
             None => {}
         }
         if let Some(file) = self.checkpoint_lacks {
-            item(
-                f,
-                format_args!(
-                    "add {} to `transfer_checkpoint_files` (a checkpoint exit uploads only what it lists)",
-                    shown(file)
-                ),
-            )?;
+            items.add(format_args!(
+                "add {} to `transfer_checkpoint_files` (a checkpoint exit uploads only what it lists)",
+                shown(file)
+            ))?;
         }
         Ok(())
     }

@@ -538,10 +538,11 @@ fn walk(
         offset: 0,
         link: PathBuf::new(),
     };
-    // Values a pax header gave for the member after it.
-    let mut pax_path: Option<PathBuf> = None;
-    let mut pax_link: Option<PathBuf> = None;
-    let mut pax_size: Option<u64> = None;
+    let mut pax = Pax {
+        path: None,
+        link: None,
+        size: None,
+    };
     loop {
         let mut h = [0u8; BLOCK];
         if at + BLOCK as u64 > len {
@@ -550,16 +551,7 @@ fn walk(
         read_at(archive, &mut h, at)?;
         at += BLOCK as u64;
         if h.iter().all(|&b| b == 0) {
-            // The end: a second zero block. What follows (tar pads to its
-            // record size) is not read, as tar does not.
-            if at + BLOCK as u64 > len {
-                return Err(Bad::Torn);
-            }
-            read_at(archive, &mut h, at)?;
-            return match h.iter().all(|&b| b == 0) {
-                true => Ok(()),
-                false => Err(Bad::Malformed),
-            };
+            return end(archive, &mut h, at, len);
         }
         if !checksum_ok(&h) || &h[257..262] != b"ustar" {
             return Err(Bad::Malformed);
@@ -569,7 +561,7 @@ fn walk(
         let mut size = parse_octal(&h[124..136]).ok_or(Bad::Malformed)?;
         if typeflag == b'0' || typeflag == 0 {
             // A pax size replaces the header's (0 when too big for it).
-            size = pax_size.take().unwrap_or(size);
+            size = pax.size.take().unwrap_or(size);
         }
         at = data
             .checked_add(size.div_ceil(BLOCK as u64) * BLOCK as u64)
@@ -577,46 +569,94 @@ fn walk(
         if at > len {
             return Err(Bad::Torn);
         }
-        if typeflag == b'x' {
-            if size as usize > PAX_MAX {
-                return Err(Bad::Malformed);
+        match typeflag {
+            b'x' => pax.read(archive, data, size)?,
+            b'g' => {}
+            _ => {
+                fill(&mut member, &h, size, data, &mut pax)?;
+                if !f(&member)? {
+                    return Ok(());
+                }
             }
-            let mut records = [0u8; PAX_MAX];
-            let records = &mut records[..size as usize];
-            read_at(archive, records, data)?;
-            parse_pax(records, &mut pax_path, &mut pax_link, &mut pax_size)?;
-            continue;
-        }
-        if typeflag == b'g' {
-            continue;
-        }
-        member.kind = match typeflag {
-            b'0' | 0 => Kind::File,
-            b'5' => Kind::Dir,
-            b'2' => Kind::Symlink,
-            _ => return Err(Bad::Malformed),
-        };
-        member.path = match pax_path.take() {
-            Some(p) => p,
-            None => ustar_name(&h)?,
-        };
-        member.link = match pax_link.take() {
-            Some(p) => p,
-            None => PathBuf::from(field(&h[157..257])).map_err(|_| Bad::Malformed)?,
-        };
-        member.size = size;
-        pax_size = None;
-        member.mode = parse_octal(&h[100..108]).ok_or(Bad::Malformed)? as u32 & 0o7777;
-        member.mtime = parse_octal(&h[136..148]).unwrap_or(0) as i64;
-        member.offset = data;
-        strip_slash(&mut member.path);
-        if !safe(member.path.as_bytes()) {
-            return Err(Bad::Malformed);
-        }
-        if !f(&member)? {
-            return Ok(());
         }
     }
+}
+
+/// After a zero block at `at - BLOCK`: the end, if a second zero block
+/// follows. What follows it (tar pads to its record size) is not read,
+/// as tar does not.
+#[inline]
+fn end(
+    archive: BorrowedFd,
+    h: &mut [u8; BLOCK],
+    at: u64,
+    len: u64,
+) -> core::result::Result<(), Bad> {
+    if at + BLOCK as u64 > len {
+        return Err(Bad::Torn);
+    }
+    read_at(archive, h, at)?;
+    match h.iter().all(|&b| b == 0) {
+        true => Ok(()),
+        false => Err(Bad::Malformed),
+    }
+}
+
+/// Values a pax header gave for the member after it.
+struct Pax {
+    path: Option<PathBuf>,
+    link: Option<PathBuf>,
+    size: Option<u64>,
+}
+
+impl Pax {
+    /// Reads the pax header whose `size` bytes of records are at `data`.
+    #[inline]
+    fn read(&mut self, archive: BorrowedFd, data: u64, size: u64) -> core::result::Result<(), Bad> {
+        if size as usize > PAX_MAX {
+            return Err(Bad::Malformed);
+        }
+        let mut records = [0u8; PAX_MAX];
+        let records = &mut records[..size as usize];
+        read_at(archive, records, data)?;
+        parse_pax(records, &mut self.path, &mut self.link, &mut self.size)
+    }
+}
+
+/// Sets `member` from its ustar header `h` and what a pax header before
+/// it gave; its data, `size` bytes, is at `data`.
+#[inline]
+fn fill(
+    member: &mut Member,
+    h: &[u8; BLOCK],
+    size: u64,
+    data: u64,
+    pax: &mut Pax,
+) -> core::result::Result<(), Bad> {
+    member.kind = match h[156] {
+        b'0' | 0 => Kind::File,
+        b'5' => Kind::Dir,
+        b'2' => Kind::Symlink,
+        _ => return Err(Bad::Malformed),
+    };
+    member.path = match pax.path.take() {
+        Some(p) => p,
+        None => ustar_name(h)?,
+    };
+    member.link = match pax.link.take() {
+        Some(p) => p,
+        None => PathBuf::from(field(&h[157..257])).map_err(|_| Bad::Malformed)?,
+    };
+    member.size = size;
+    pax.size = None;
+    member.mode = parse_octal(&h[100..108]).ok_or(Bad::Malformed)? as u32 & 0o7777;
+    member.mtime = parse_octal(&h[136..148]).unwrap_or(0) as i64;
+    member.offset = data;
+    strip_slash(&mut member.path);
+    if !safe(member.path.as_bytes()) {
+        return Err(Bad::Malformed);
+    }
+    Ok(())
 }
 
 fn strip_slash(path: &mut PathBuf) {

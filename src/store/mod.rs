@@ -421,15 +421,7 @@ impl Store {
     /// takes its lock.
     fn lock(name: &OsStr, paths: &[OsString], keep: u32, holder: Holder) -> Result<Self, Error> {
         let shown = name.to_os_string();
-        let ckpts = paths.iter().map(Ckpt::new).collect::<Result<Vec<_>, _>>()?;
-        for (i, c) in ckpts.iter().enumerate() {
-            if ckpts[..i].iter().any(|o| o.name == c.name) {
-                return Err(Error::usage(
-                    c.path.display(),
-                    "has the same name as another --ckpt; generations keep each by its name",
-                ));
-            }
-        }
+        let ckpts = Ckpt::all(paths)?;
         let as_path = Path::new(name);
         let base = match as_path.file_name() {
             Some(b) if !name.as_bytes().ends_with(b"/") && b.len() <= 240 => b,
@@ -445,33 +437,7 @@ impl Store {
         let parent = tree::open_named_dir(CWD, &cstring(parent_path.as_os_str())?)
             .map_err(|e| Error::os(parent_path.display(), e))?;
         let base = cstring(base)?;
-        match tree::stat(parent.as_fd(), &base) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
-                return Err(Error::usage(
-                    name.display(),
-                    "is a directory: a store of an older ckptrun (generations in directories); \
-                     this one keeps them in the files NAME.0, NAME.1, ...: move it away, or name another --store",
-                ));
-            }
-            _ => {}
-        }
-        let scratch = open_scratch(parent.as_fd(), &base).map_err(|e| {
-            Error::os(
-                format_args!("{}/.{}", parent_path.display(), base.to_string_lossy()),
-                e,
-            )
-        })?;
-        // One run per store: another would commit into it or clean its
-        // scratch. Held until ckptrun exits (the descriptor is
-        // close-on-exec: no child keeps it).
-        rustix::fs::flock(
-            &scratch,
-            rustix::fs::FlockOperation::NonBlockingLockExclusive,
-        )
-        .map_err(|e| match e {
-            Errno::WOULDBLOCK => Error::usage(name.display(), "is in use by another ckptrun"),
-            e => Error::os(name.display(), e),
-        })?;
+        let scratch = lock_scratch(name, parent.as_fd(), parent_path, &base)?;
         Ok(Self {
             shown,
             parent,
@@ -1111,6 +1077,44 @@ pub fn slot_paths(name: &OsStr, keep: u32) -> Vec<OsString> {
         .collect()
 }
 
+/// The store `name` (`base` in `parent`, at `parent_path`): refuses an
+/// older ckptrun's store, opens its scratch directory and takes the lock.
+fn lock_scratch(
+    name: &OsStr,
+    parent: BorrowedFd,
+    parent_path: &Path,
+    base: &CStr,
+) -> Result<OwnedFd, Error> {
+    match tree::stat(parent, base) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+            return Err(Error::usage(
+                name.display(),
+                "is a directory: a store of an older ckptrun (generations in directories); \
+                 this one keeps them in the files NAME.0, NAME.1, ...: move it away, or name another --store",
+            ));
+        }
+        _ => {}
+    }
+    let scratch = open_scratch(parent, base).map_err(|e| {
+        Error::os(
+            format_args!("{}/.{}", parent_path.display(), base.to_string_lossy()),
+            e,
+        )
+    })?;
+    // One run per store: another would commit into it or clean its
+    // scratch. Held until ckptrun exits (the descriptor is
+    // close-on-exec: no child keeps it).
+    rustix::fs::flock(
+        &scratch,
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    )
+    .map_err(|e| match e {
+        Errno::WOULDBLOCK => Error::usage(name.display(), "is in use by another ckptrun"),
+        e => Error::os(name.display(), e),
+    })?;
+    Ok(scratch)
+}
+
 /// Opens (creating it if need be) the scratch directory `.NAME` in
 /// `parent`: a directory of our own, never a symlink.
 fn open_scratch(parent: BorrowedFd, base: &CStr) -> rustix::io::Result<OwnedFd> {
@@ -1126,6 +1130,20 @@ fn open_scratch(parent: BorrowedFd, base: &CStr) -> rustix::io::Result<OwnedFd> 
 }
 
 impl Ckpt {
+    /// Every --ckpt PATH, each with a name of its own.
+    fn all(paths: &[OsString]) -> Result<Vec<Self>, Error> {
+        let ckpts = paths.iter().map(Ckpt::new).collect::<Result<Vec<_>, _>>()?;
+        for (i, c) in ckpts.iter().enumerate() {
+            if ckpts[..i].iter().any(|o| o.name == c.name) {
+                return Err(Error::usage(
+                    c.path.display(),
+                    "has the same name as another --ckpt; generations keep each by its name",
+                ));
+            }
+        }
+        Ok(ckpts)
+    }
+
     fn new(path: &OsString) -> Result<Self, Error> {
         let p = Path::new(path);
         let name = match p.file_name() {

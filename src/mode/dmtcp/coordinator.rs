@@ -144,88 +144,14 @@ impl Coordinator {
         inherited: &Inherited,
         log: &Log,
     ) -> Result<Self, Error> {
-        let shown = tool.display();
-        let fail = |why: &dyn std::fmt::Display| Error::usage(&shown, why);
         let port_file = scratch_at.join(OsStr::from_bytes(PORT_FILE.to_bytes()));
         let store_id = identity(scratch);
         if children.listable() {
             end_stale(store_id, log);
         }
-        match rustix::fs::unlinkat(scratch, PORT_FILE, rustix::fs::AtFlags::empty()) {
-            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-            Err(e) => return Err(Error::os(port_file.display(), e)),
-        }
-        let args: Vec<OsString> = vec![
-            // Its notes and warnings would land in HTCondor's error file.
-            "--quiet".into(),
-            "--quiet".into(),
-            "--coord-port".into(),
-            "0".into(),
-            "--port-file".into(),
-            port_file.clone().into(),
-            "--exit-on-last".into(),
-            "--daemon".into(),
-            "--ckptdir".into(),
-            images_at.into(),
-        ];
-        // Run in the store's scratch: at every checkpoint DMTCP 4.2.0's
-        // coordinator unlinks `dmtcp_restart_script.sh` in its working
-        // directory, which would be the job's sandbox.
-        let cwd = rustix::io::fcntl_dupfd_cloexec(scratch, 3)
-            .map_err(|e| Error::os(scratch_at.display(), e))?;
-        let command = spawn::Command::new(tool, OsStr::new("dmtcp_coordinator"), &args, &[])?
-            .with_stdio(Stdio::helper()?)
-            .in_dir(cwd);
-        let launcher = spawn::spawn(&command, inherited, false)
-            .map_err(|e| fail(&format_args!("cannot start it: {e}")))?;
-
-        let give_up = Instant::now() + START_TIMEOUT;
-        let mut port = None;
-        let mut launcher_running = true;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            if launcher_running {
-                match reap(launcher) {
-                    None => {}
-                    Some(raw) if libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == 0 => {
-                        launcher_running = false;
-                    }
-                    Some(raw) => {
-                        let ended = crate::run::protocol::Ended { raw, pid: launcher };
-                        return Err(fail(&format_args!(
-                            "{ended} before it was ready (see its messages above)"
-                        )));
-                    }
-                }
-            }
-            if port.is_none() {
-                port = read_port(scratch);
-            }
-            let now = Instant::now();
-            if port.is_some() && (!launcher_running || now >= give_up) {
-                break;
-            }
-            if now >= give_up {
-                if launcher_running {
-                    let _ = sys::kill(launcher, libc::SIGKILL);
-                    let _ = reap_blocking(launcher);
-                } else {
-                    // It detached (so its pid is no longer ours to signal)
-                    // and never said where it listens: end it, our child.
-                    children.kill_new();
-                }
-                return Err(fail(&format_args!(
-                    "wrote no port to {} within {} s",
-                    port_file.display(),
-                    START_TIMEOUT.as_secs()
-                )));
-            }
-            // Woken early by SIGCHLD when the launcher exits; other
-            // signals stay pending for the supervisor.
-            let _ = sys::wait_signal(&sigchld(), Some(pause.min(give_up - now)));
-            pause = (pause * 2).min(Duration::from_millis(20));
-        }
-        let port = port.expect("the loop ends with a port");
+        let launcher = launch(tool, scratch, scratch_at, &port_file, images_at, inherited)?;
+        let (port, launcher_running) =
+            wait_for_port(tool, launcher, scratch, &port_file, children)?;
         // A launcher still running did not detach: it is the coordinator.
         // Otherwise the detached coordinator is our only child.
         let pid = if launcher_running {
@@ -268,6 +194,108 @@ impl Coordinator {
             None => Stdio::helper()?,
         };
         Ok(spawn::Command::new(tool, OsStr::new("dmtcp_command"), &args, &[])?.with_stdio(stdio))
+    }
+}
+
+/// Starts the coordinator in the store's scratch, a port file left from
+/// before removed first; returns the pid of the process started (the
+/// coordinator until it detaches).
+fn launch(
+    tool: &Path,
+    scratch: BorrowedFd,
+    scratch_at: &Path,
+    port_file: &Path,
+    images_at: &Path,
+    inherited: &Inherited,
+) -> Result<Pid, Error> {
+    match rustix::fs::unlinkat(scratch, PORT_FILE, rustix::fs::AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => return Err(Error::os(port_file.display(), e)),
+    }
+    let args: Vec<OsString> = vec![
+        // Its notes and warnings would land in HTCondor's error file.
+        "--quiet".into(),
+        "--quiet".into(),
+        "--coord-port".into(),
+        "0".into(),
+        "--port-file".into(),
+        port_file.into(),
+        "--exit-on-last".into(),
+        "--daemon".into(),
+        "--ckptdir".into(),
+        images_at.into(),
+    ];
+    // Run in the store's scratch: at every checkpoint DMTCP 4.2.0's
+    // coordinator unlinks `dmtcp_restart_script.sh` in its working
+    // directory, which would be the job's sandbox.
+    let cwd = rustix::io::fcntl_dupfd_cloexec(scratch, 3)
+        .map_err(|e| Error::os(scratch_at.display(), e))?;
+    let command = spawn::Command::new(tool, OsStr::new("dmtcp_coordinator"), &args, &[])?
+        .with_stdio(Stdio::helper()?)
+        .in_dir(cwd);
+    spawn::spawn(&command, inherited, false)
+        .map_err(|e| Error::usage(tool.display(), format_args!("cannot start it: {e}")))
+}
+
+/// Waits, at most START_TIMEOUT and without fixed sleeps, until the
+/// coordinator has written its port to `port_file` and `launcher` has
+/// detached (exited 0). Returns the port, and whether `launcher` still
+/// runs: then it did not detach and is the coordinator.
+fn wait_for_port(
+    tool: &Path,
+    launcher: Pid,
+    scratch: BorrowedFd,
+    port_file: &Path,
+    children: &Children,
+) -> Result<(u16, bool), Error> {
+    let fail = |why: &dyn std::fmt::Display| Error::usage(tool.display(), why);
+    let give_up = Instant::now() + START_TIMEOUT;
+    let mut port = None;
+    let mut launcher_running = true;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if launcher_running {
+            match reap(launcher) {
+                None => {}
+                Some(raw) if libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == 0 => {
+                    launcher_running = false;
+                }
+                Some(raw) => {
+                    let ended = crate::run::protocol::Ended { raw, pid: launcher };
+                    return Err(fail(&format_args!(
+                        "{ended} before it was ready (see its messages above)"
+                    )));
+                }
+            }
+        }
+        if port.is_none() {
+            port = read_port(scratch);
+        }
+        let now = Instant::now();
+        if let Some(port) = port
+            && (!launcher_running || now >= give_up)
+        {
+            return Ok((port, launcher_running));
+        }
+        if now >= give_up {
+            if launcher_running {
+                let _ = sys::kill(launcher, libc::SIGKILL);
+                let _ = reap_blocking(launcher);
+            } else {
+                // It detached (so its pid is no longer ours to signal)
+                // and never said where it listens: end it, our child.
+                children.kill_new();
+            }
+            return Err(fail(&format_args!(
+                "wrote no port to {} within {} s",
+                port_file.display(),
+                START_TIMEOUT.as_secs()
+            )));
+        }
+        // Woken early by SIGCHLD when the launcher exits; other
+        // signals stay pending for the supervisor.
+        let _ = sys::wait_signal(&sigchld(), Some(pause.min(give_up - now)));
+        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
 
