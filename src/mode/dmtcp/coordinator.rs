@@ -179,6 +179,20 @@ impl Coordinator {
         ]
     }
 
+    /// Ends a coordinator whose job will not start: SIGKILL where its pid
+    /// is known, else `quit` (its `--quit` command) if there is one.
+    pub fn abandon(&self, quit: Option<&spawn::Command>, inherited: &Inherited) {
+        match (self.pid, quit) {
+            (Some(pid), _) => {
+                let _ = sys::kill(pid, libc::SIGKILL);
+            }
+            (None, Some(quit)) => {
+                let _ = spawn::spawn(quit, inherited, false);
+            }
+            (None, None) => {}
+        }
+    }
+
     /// `dmtcp_command --coord-host H --coord-port P VERB...`, ready to
     /// spawn; its standard output and error into `capture` if given.
     pub fn command(

@@ -261,81 +261,44 @@ impl<'a> Dmtcp<'a> {
             log,
         )?;
         let cwd = std::env::current_dir().map_err(|e| Error::usage("the working directory", e))?;
-        let scratch_at = absolute(&store.scratch_path(), &cwd);
         let outputs = stdio.outputs();
-
-        // Generation 0 is the starting state: no images.
-        let restart = match newest.filter(|&g| g >= 1) {
-            Some(g) => Some(Restart::prepare(&store, g, &cwd, &outputs, log)?),
-            None => None,
-        };
-        let images_at = match &restart {
-            Some(r) => r.images_at.clone(),
-            None => absolute(Path::new(&config.images_dir), &cwd).join(new_images_name()?),
-        };
-        let images = prepare_images(&images_at)?;
+        let images = Images::prepare(config, &store, newest, &cwd, &outputs, log)?;
         // A start that fails from here leaves no images directory behind.
         let forget_images = |e: Error| {
-            let _ = tree::empty(images.as_fd());
-            let _ = rustix::fs::rmdir(images_at.as_os_str());
+            remove_images(images.dir.as_fd(), &images.at);
             e
         };
-        let restore_at = scratch_at.join(OsStr::from_bytes(store::RESTORE.to_bytes()));
-        let image_paths = match &restart {
-            Some(r) => r
-                .unpack(&store, images.as_fd(), &restore_at)
-                .map_err(forget_images)?,
-            None => Vec::new(),
-        };
-
         let coordinator = Coordinator::start(
             &tools.coordinator,
             store.scratch(),
-            &scratch_at,
-            &images_at,
+            &absolute(&store.scratch_path(), &cwd),
+            &images.at,
             &children,
             inherited,
             log,
         )
         .map_err(forget_images)?;
         let stop = |e: Error, quit: Option<&spawn::Command>| {
-            match (coordinator.pid, quit) {
-                (Some(pid), _) => {
-                    let _ = sys::kill(pid, libc::SIGKILL);
-                }
-                (None, Some(quit)) => {
-                    let _ = spawn::spawn(quit, inherited, false);
-                }
-                (None, None) => {}
-            }
+            coordinator.abandon(quit, inherited);
             forget_images(e)
         };
         let quit = coordinator
             .command(&tools.command, &["--quit"], None)
             .map_err(|e| stop(e, None))?;
-        let restarted = restart.as_ref().map(|r| (r, &image_paths[..]));
-        let ready = job_command(
-            config,
-            path,
-            &tools,
-            &coordinator,
-            &images_at,
-            restarted,
-            log,
-        )
-        .and_then(|job| Ok((job, Requests::new(&coordinator, &tools.command)?)));
+        let ready = job_command(config, path, &tools, &coordinator, &images, log)
+            .and_then(|job| Ok((job, Requests::new(&coordinator, &tools.command)?)));
         let (job, requests) = ready.map_err(|e| stop(e, Some(&quit)))?;
         let parts = Parts {
             store,
-            images,
-            images_at,
+            restart: images.restart.as_ref().map(|_| images.paths.len()),
+            images: images.dir,
+            images_at: images.at,
             cwd,
             outputs,
             children,
             coordinator: coordinator.pid,
             requests,
             quit,
-            restart: restart.map(|_| image_paths.len()),
         };
         Ok((Self::new(config, parts, inherited, log), job))
     }
@@ -682,6 +645,60 @@ impl<'a> Dmtcp<'a> {
     }
 }
 
+/// The images directory of this start: for a restart, the generation's
+/// images unpacked into it where they were written.
+struct Images {
+    restart: Option<Restart>,
+    dir: OwnedFd,
+    at: PathBuf,
+    /// The images, for dmtcp_restart.
+    paths: Vec<OsString>,
+}
+
+impl Images {
+    /// `newest`: the store's newest intact generation, if any. Leaves no
+    /// images directory behind if it fails.
+    fn prepare(
+        config: &Config,
+        store: &Store,
+        newest: Option<u64>,
+        cwd: &Path,
+        outputs: &[Option<OwnedFd>; 2],
+        log: &Log,
+    ) -> Result<Self, Error> {
+        // Generation 0 is the starting state: no images.
+        let restart = match newest.filter(|&g| g >= 1) {
+            Some(g) => Some(Restart::prepare(store, g, cwd, outputs, log)?),
+            None => None,
+        };
+        let at = match &restart {
+            Some(r) => r.images_at.clone(),
+            None => absolute(Path::new(&config.images_dir), cwd).join(new_images_name()?),
+        };
+        let dir = prepare_images(&at)?;
+        let restore_at =
+            absolute(&store.scratch_path(), cwd).join(OsStr::from_bytes(store::RESTORE.to_bytes()));
+        let paths = match &restart {
+            Some(r) => r
+                .unpack(store, dir.as_fd(), &restore_at)
+                .inspect_err(|_| remove_images(dir.as_fd(), &at))?,
+            None => Vec::new(),
+        };
+        Ok(Self {
+            restart,
+            dir,
+            at,
+            paths,
+        })
+    }
+}
+
+/// Empties and removes the images directory `dir`, at `at`.
+fn remove_images(dir: BorrowedFd, at: &Path) {
+    let _ = tree::empty(dir);
+    let _ = rustix::fs::rmdir(at.as_os_str());
+}
+
 /// Finds DMTCP's tools and checks that PROGRAM can run under them:
 /// dmtcp_launch execs it only once the coordinator runs, so this says now,
 /// as an exec would, if it cannot.
@@ -707,21 +724,21 @@ fn job_command(
     path: &Path,
     tools: &Tools,
     coordinator: &Coordinator,
-    images_at: &Path,
-    restart: Option<(&Restart, &[OsString])>,
+    images: &Images,
     log: &Log,
 ) -> Result<spawn::Command, Error> {
     let mut args = coordinator.address().to_vec();
     args.extend([
         "--join-coordinator".into(),
         "--ckptdir".into(),
-        images_at.into(),
+        images.at.clone().into(),
         // Notes and warnings would land in the job's stderr.
         "--quiet".into(),
         "--quiet".into(),
     ]);
-    let job = match restart {
-        Some((r, image_paths)) => {
+    let image_paths = &images.paths;
+    let job = match &images.restart {
+        Some(r) => {
             log.info(format_args!(
                 "restart from generation {} ({}): dmtcp_restart, {} image(s)",
                 r.generation,
@@ -734,7 +751,7 @@ fn job_command(
         None => {
             log.info(format_args!(
                 "fresh start: dmtcp_launch, images in {}",
-                images_at.display()
+                images.at.display()
             ));
             args.push(program_argument(&config.program, path));
             spawn::Command::new(&tools.launch, "dmtcp_launch".as_ref(), &args, &config.args)?
