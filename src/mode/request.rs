@@ -53,9 +53,9 @@ impl Policy {
         limit.map(|t| Instant::now() + t)
     }
 
-    /// The next tick is one `--interval` from now (none without it).
-    pub fn start_ticks(&mut self) {
-        self.next_tick = self.interval.map(|every| Instant::now() + every);
+    /// The next tick is one `--interval` after `now` (none without it).
+    pub fn start_ticks(&mut self, now: Instant) {
+        self.next_tick = self.interval.map(|every| now + every);
     }
 
     /// No tick until `start_ticks` (a request is under way, or the job

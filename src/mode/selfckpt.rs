@@ -158,7 +158,7 @@ impl SelfCkpt {
         self.signalled = false;
         self.committed_in_run = false;
         self.store.fingerprints(&mut self.committed);
-        self.policy.start_ticks();
+        self.policy.start_ticks(Instant::now());
     }
 
     /// A request goes to the job now, for an eviction or not.
@@ -327,7 +327,7 @@ impl Protocol for SelfCkpt {
                         };
                         return Action::Kill;
                     }
-                    self.policy.start_ticks();
+                    self.policy.start_ticks(Instant::now());
                     self.store.fingerprints(&mut self.committed);
                     self.committed_in_run = true;
                     return Action::Drop;
@@ -349,7 +349,7 @@ impl Protocol for SelfCkpt {
                 log.warn(format_args!(
                     "job did not answer the checkpoint request in time; asking again in --interval"
                 ));
-                self.policy.start_ticks();
+                self.policy.start_ticks(now);
             }
             return Action::Drop;
         }

@@ -93,7 +93,7 @@ impl Condor {
             .into_iter()
             .chain(config.evict_signals.iter().copied());
         let mut policy = Policy::new(config, evictions.collect());
-        policy.start_ticks();
+        policy.start_ticks(Instant::now());
         let protocol = Self {
             before: ckpt.snapshot(),
             ckpt,
@@ -201,7 +201,7 @@ impl Protocol for Condor {
             return Action::Drop;
         }
         match self.repeat {
-            true => self.policy.start_ticks(),
+            true => self.policy.start_ticks(now),
             false => self.policy.stop_ticks(),
         }
         log.info(format_args!(

@@ -307,13 +307,13 @@ impl<'a> Dmtcp<'a> {
         let mut evictions = vec![libc::SIGTERM, libc::SIGINT];
         evictions.extend(&config.evict_signals);
         evictions.extend(&config.periodic_signals);
+        let now = Instant::now();
         let mut policy = Policy::new(config, evictions);
-        policy.start_ticks();
+        policy.start_ticks(now);
         let limit = match parts.restart {
             Some(_) => RESTART_TIMEOUT,
             None => JOIN_TIMEOUT,
         };
-        let now = Instant::now();
         Self {
             inherited,
             log,
@@ -559,7 +559,7 @@ impl<'a> Dmtcp<'a> {
     fn commit_periodic(&mut self) -> bool {
         let log = self.log;
         self.set_pending(None);
-        self.policy.start_ticks();
+        self.policy.start_ticks(Instant::now());
         let done = self.commit();
         if let Err(f) = done {
             log.warn(format_args!(
@@ -1095,7 +1095,7 @@ impl Dmtcp<'_> {
                     return self.end_computation(Phase::NotCheckpointed);
                 }
                 self.set_pending(None);
-                self.policy.start_ticks();
+                self.policy.start_ticks(now);
                 return Action::Drop;
             }
             self.send_request();
