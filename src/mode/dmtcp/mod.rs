@@ -99,14 +99,7 @@ const PROBE: Duration = Duration::from_millis(50);
 pub struct Dmtcp<'a> {
     inherited: &'a Inherited,
     log: &'a Log,
-    store: Store,
-    /// Where DMTCP writes images, open, and its path.
-    images: OwnedFd,
-    images_at: PathBuf,
-    /// ckptrun's working directory, recorded with each generation.
-    cwd: PathBuf,
-    /// `--stdout` and `--stderr`, whose sizes each generation records.
-    outputs: [Option<OwnedFd>; 2],
+    place: Place,
     /// ckptrun's children, told apart from those it was started with.
     children: Children,
     /// The `dmtcp_command`s running.
@@ -169,13 +162,21 @@ impl Requests {
     }
 }
 
-/// What `Dmtcp::plan` made ready, for `Dmtcp::new`.
-struct Parts {
+/// Where the computation's state lives.
+struct Place {
     store: Store,
+    /// Where DMTCP writes images, open, and its path.
     images: OwnedFd,
     images_at: PathBuf,
+    /// ckptrun's working directory, recorded with each generation.
     cwd: PathBuf,
+    /// `--stdout` and `--stderr`, whose sizes each generation records.
     outputs: [Option<OwnedFd>; 2],
+}
+
+/// What `Dmtcp::plan` made ready, for `Dmtcp::new`.
+struct Parts {
+    place: Place,
     children: Children,
     coordinator: Option<Pid>,
     requests: Requests,
@@ -289,12 +290,14 @@ impl<'a> Dmtcp<'a> {
             .and_then(|job| Ok((job, Requests::new(&coordinator, &tools.command)?)));
         let (job, requests) = ready.map_err(|e| stop(e, Some(&quit)))?;
         let parts = Parts {
-            store,
             restart: images.restart.as_ref().map(|_| images.paths.len()),
-            images: images.dir,
-            images_at: images.at,
-            cwd,
-            outputs,
+            place: Place {
+                store,
+                images: images.dir,
+                images_at: images.at,
+                cwd,
+                outputs,
+            },
             children,
             coordinator: coordinator.pid,
             requests,
@@ -317,11 +320,7 @@ impl<'a> Dmtcp<'a> {
         Self {
             inherited,
             log,
-            store: parts.store,
-            images: parts.images,
-            images_at: parts.images_at,
-            cwd: parts.cwd,
-            outputs: parts.outputs,
+            place: parts.place,
             children: parts.children,
             helpers: heapless::Vec::new(),
             coordinator: parts.coordinator,
@@ -532,13 +531,13 @@ impl<'a> Dmtcp<'a> {
         // on the stack.
         let mut meta = store::Description::new();
         meta.push(b"images-dir ")?;
-        meta.push(self.images_at.as_os_str().as_bytes())?;
+        meta.push(self.place.images_at.as_os_str().as_bytes())?;
         meta.push(b"\ncwd ")?;
-        meta.push(self.cwd.as_os_str().as_bytes())?;
+        meta.push(self.place.cwd.as_os_str().as_bytes())?;
         meta.push(b"\n")?;
         for (key, fd) in [&b"stdout-size "[..], b"stderr-size "]
             .iter()
-            .zip(&self.outputs)
+            .zip(&self.place.outputs)
         {
             if let Some(size) = fd.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
                 let mut digits = [0u8; 20];
@@ -547,9 +546,13 @@ impl<'a> Dmtcp<'a> {
                 meta.push(b"\n")?;
             }
         }
-        let done = self.store.commit_dir(self.images.as_fd(), &meta, self.log);
+        let done = self
+            .place
+            .store
+            .commit_dir(self.place.images.as_fd(), &meta, self.log);
         if done.is_ok() {
-            tree::empty(self.images.as_fd()).map_err(store::at("empty the images directory"))?;
+            tree::empty(self.place.images.as_fd())
+                .map_err(store::at("empty the images directory"))?;
         }
         done
     }
@@ -564,10 +567,10 @@ impl<'a> Dmtcp<'a> {
         if let Err(f) = done {
             log.warn(format_args!(
                 "{}: commit failed: {f}; the last commit is kept",
-                self.store.shown.display()
+                self.place.store.shown.display()
             ));
             // The next checkpoint overwrites what this one left.
-            let _ = tree::empty(self.images.as_fd());
+            let _ = tree::empty(self.place.images.as_fd());
         }
         self.periodic.run_on(done.is_ok(), log)
     }
@@ -575,7 +578,7 @@ impl<'a> Dmtcp<'a> {
     /// The coordinator is gone: its port file says nothing any more.
     fn forget_port_file(&self) {
         let _ = rustix::fs::unlinkat(
-            self.store.scratch(),
+            self.place.store.scratch(),
             coordinator::PORT_FILE,
             AtFlags::empty(),
         );
@@ -898,15 +901,15 @@ impl Protocol for Dmtcp<'_> {
                 Ok(g) => protocol::checkpointed(
                     self.code,
                     self.by_signal,
-                    format_args!("generation {g} ({})", self.store.slot_of(g)),
+                    format_args!("generation {g} ({})", self.place.store.slot_of(g)),
                     log,
                 ),
                 Err(f) => {
                     self.keep_images = true;
                     log.warn(format_args!(
                         "{}: commit failed: {f}; the last commit is kept, the images are left in {}",
-                        self.store.shown.display(),
-                        self.images_at.display()
+                        self.place.store.shown.display(),
+                        self.place.images_at.display()
                     ));
                     Verdict::Exit(COMMIT_FAILED)
                 }
@@ -917,7 +920,7 @@ impl Protocol for Dmtcp<'_> {
                 // An image begun means DMTCP had frozen the job for its
                 // checkpoint: it did not end by itself. Otherwise it did
                 // (as the eviction came), and its end is passed on.
-                if pending.is_some_and(|p| p.exit) && under_way(self.images.as_fd()) {
+                if pending.is_some_and(|p| p.exit) && under_way(self.place.images.as_fd()) {
                     log.warn(format_args!(
                         "the computation ended before its checkpoint was complete; nothing committed"
                     ));
@@ -939,10 +942,10 @@ impl Protocol for Dmtcp<'_> {
     /// allocate.
     fn end(&mut self, log: &Log) {
         self.stop_all(log);
-        let _ = tree::remove(self.store.scratch(), store::RESTORE);
+        let _ = tree::remove(self.place.store.scratch(), store::RESTORE);
         if !self.keep_images {
-            let _ = tree::empty(self.images.as_fd());
-            let _ = rustix::fs::rmdir(self.images_at.as_os_str());
+            let _ = tree::empty(self.place.images.as_fd());
+            let _ = rustix::fs::rmdir(self.place.images_at.as_os_str());
         }
     }
 }
@@ -959,7 +962,7 @@ impl Dmtcp<'_> {
             .and_then(|p| p.deadline)
             .unwrap_or_else(|| Instant::now() + GIVE_UP);
         loop {
-            let images = self.images.as_fd();
+            let images = self.place.images.as_fd();
             if complete(images) {
                 return true;
             }
@@ -1056,7 +1059,7 @@ impl Dmtcp<'_> {
     /// A checkpoint is pending: is it complete, out of time, or to be
     /// asked for again?
     fn on_pending(&mut self, p: Pending, now: Instant, log: &Log) -> Action {
-        if complete(self.images.as_fd()) {
+        if complete(self.place.images.as_fd()) {
             if p.exit && p.kills {
                 log.info(format_args!("checkpoint complete"));
                 return self.end_computation(Phase::Checkpointed { kill_at: None });
@@ -1079,7 +1082,7 @@ impl Dmtcp<'_> {
             ));
             return self.end_computation(Phase::NotCheckpointed);
         }
-        if p.again_at.is_some_and(|t| t <= now) && !under_way(self.images.as_fd()) {
+        if p.again_at.is_some_and(|t| t <= now) && !under_way(self.place.images.as_fd()) {
             let given_up = p.deadline.is_none() && now - p.asked >= GIVE_UP;
             if given_up || self.coordinator_gone() {
                 log.warn(format_args!(
