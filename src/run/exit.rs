@@ -3,11 +3,10 @@
 //! ExitBySignal and the signal.
 
 use std::ffi::OsString;
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use rustix::fs::{AtFlags, FileType, RawDir, Timestamps, UTIME_OMIT};
+use rustix::fs::{AtFlags, FileType, Timestamps, UTIME_OMIT};
 use rustix::process::{Resource, Rlimit};
 use rustix::time::Timespec;
 
@@ -99,16 +98,13 @@ pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, not_outputs: &[OsString],
 /// buffer is then on the stack only under HTCondor, not in every run.
 #[inline(never)]
 fn mark_sandbox(dir: &OwnedFd, not_outputs: &[OsString], log: &Log) {
-    let mut buf = [MaybeUninit::uninit(); 4096];
-    let mut entries = RawDir::new(dir, &mut buf);
-    while let Some(Ok(entry)) = entries.next() {
-        let name = entry.file_name();
+    let _ = crate::store::tree::each_name(dir.as_fd(), |name| {
         let bytes = name.to_bytes();
         if bytes.starts_with(b".") || not_outputs.iter().any(|i| i.as_bytes() == bytes) {
-            continue;
+            return Ok(());
         }
         let Ok(stat) = crate::store::tree::stat(dir.as_fd(), name) else {
-            continue;
+            return Ok(());
         };
         if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
             let times = later(stat.st_mtime);
@@ -118,7 +114,8 @@ fn mark_sandbox(dir: &OwnedFd, not_outputs: &[OsString], log: &Log) {
                 unmarked(std::ffi::OsStr::from_bytes(bytes).display(), e, log);
             }
         }
-    }
+        Ok(())
+    });
 }
 
 /// Logs a file that could not be marked changed.

@@ -41,12 +41,11 @@ pub mod tree;
 use core::fmt;
 use std::cell::Cell;
 use std::ffi::{CStr, CString, OsStr, OsString};
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::fs::{CWD, FileType, Mode, OFlags, RawDir, SeekFrom};
+use rustix::fs::{CWD, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use self::archive::{Bad, Writer, decimal};
@@ -751,32 +750,25 @@ impl Store {
     /// MAX_KEEP, so that a store written with a larger `--keep` is read
     /// whole), by its number.
     fn each_slot(&self, mut f: impl FnMut(u32)) -> Result<(), Failed> {
-        rustix::fs::seek(&self.parent, SeekFrom::Start(0)).map_err(at("read the directory"))?;
         let base = self.base.to_bytes();
-        let mut buf = [MaybeUninit::uninit(); 4096];
-        let mut entries = RawDir::new(&self.parent, &mut buf);
-        while let Some(entry) = entries.next() {
-            let entry = entry.map_err(at("read the directory"))?;
-            let name = entry.file_name();
-            let Some(digits) = name
+        tree::each_name(self.parent.as_fd(), |name| {
+            let digits = name
                 .to_bytes()
                 .strip_prefix(base)
-                .and_then(|r| r.strip_prefix(b"."))
-            else {
-                continue;
-            };
+                .and_then(|r| r.strip_prefix(b"."));
             let slot = match digits {
-                [d] if d.is_ascii_digit() => u32::from(d - b'0'),
-                [a, b] if *a != b'0' && a.is_ascii_digit() && b.is_ascii_digit() => {
+                Some([d]) if d.is_ascii_digit() => u32::from(d - b'0'),
+                Some([a, b]) if *a != b'0' && a.is_ascii_digit() && b.is_ascii_digit() => {
                     u32::from(a - b'0') * 10 + u32::from(b - b'0')
                 }
-                _ => continue,
+                _ => return Ok(()),
             };
             if slot <= MAX_KEEP {
                 f(slot);
             }
-        }
-        Ok(())
+            Ok(())
+        })
+        .map_err(at("read the directory"))
     }
 
     /// What each slot holds. A slot that is not whole is marked bad, and
@@ -971,17 +963,7 @@ impl Store {
     pub fn commit_dir(&self, dir: BorrowedFd, extra: &[u8], log: &Log) -> Result<u64, Failed> {
         let g = self.next()?;
         self.write(g, extra, &mut |w| {
-            rustix::fs::seek(dir, SeekFrom::Start(0))?;
-            let mut buf = [MaybeUninit::uninit(); 4096];
-            let mut entries = RawDir::new(dir, &mut buf);
-            while let Some(entry) = entries.next() {
-                let entry = entry?;
-                let name = entry.file_name();
-                if !matches!(name.to_bytes(), b"." | b"..") {
-                    w.tree(dir, name, name.to_bytes())?;
-                }
-            }
-            Ok(())
+            tree::each_name(dir, |name| w.tree(dir, name, name.to_bytes()))
         })?;
         self.committed(g, log);
         Ok(g)

@@ -18,6 +18,23 @@ pub const MAX_DEPTH: u32 = 32;
 /// Room for a batch of directory entries.
 const DIRENT_BUF: usize = 4096;
 
+/// Calls `f` with each name in the open directory `dir` but `.` and
+/// `..`, read from its start; stops at the first error, `f`'s or the
+/// read's. The one directory loop: the entries are read in batches into a
+/// buffer on the stack, so it does not allocate.
+pub fn each_name(dir: BorrowedFd, mut f: impl FnMut(&CStr) -> Result<()>) -> Result<()> {
+    rustix::fs::seek(dir, SeekFrom::Start(0))?;
+    let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
+    let mut entries = RawDir::new(dir, &mut buf);
+    while let Some(entry) = entries.next() {
+        let entry = entry?;
+        if !is_dot(entry.file_name()) {
+            f(entry.file_name())?;
+        }
+    }
+    Ok(())
+}
+
 /// Removes everything in the open directory `dir`.
 pub fn empty(dir: BorrowedFd) -> Result<()> {
     empty_at(dir, 0)
@@ -28,17 +45,11 @@ fn empty_at(dir: BorrowedFd, depth: u32) -> Result<()> {
     // Entries removed while a directory is read may hide others from that
     // read: read it again until a pass finds nothing.
     loop {
-        rustix::fs::seek(dir, SeekFrom::Start(0))?;
         let mut removed = false;
-        let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
-        let mut entries = RawDir::new(dir, &mut buf);
-        while let Some(entry) = entries.next() {
-            let entry = entry?;
-            if !is_dot(entry.file_name()) {
-                remove_at(dir, entry.file_name(), depth)?;
-                removed = true;
-            }
-        }
+        each_name(dir, |name| {
+            removed = true;
+            remove_at(dir, name, depth)
+        })?;
         if !removed {
             return Ok(());
         }
@@ -157,14 +168,7 @@ pub fn each_entry(
         return Err(Errno::LOOP);
     }
     let d = open_dir(dir, name)?;
-    let mut buf = [MaybeUninit::uninit(); DIRENT_BUF];
-    let mut entries = RawDir::new(&d, &mut buf);
-    while let Some(entry) = entries.next() {
-        let entry = entry?;
-        if !is_dot(entry.file_name()) {
-            f(d.as_fd(), entry.file_name())?;
-        }
-    }
+    each_name(d.as_fd(), |child| f(d.as_fd(), child))?;
     Ok(d)
 }
 

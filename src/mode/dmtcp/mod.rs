@@ -33,13 +33,12 @@ pub mod coordinator;
 
 use std::ffi::{CStr, OsStr, OsString};
 use std::io::Read;
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, SeekFrom};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use self::coordinator::{Children, Coordinator, Tools};
 use crate::config::Config;
@@ -1343,16 +1342,11 @@ fn under_way(images: BorrowedFd) -> bool {
 
 /// Calls `f` with each name in `dir`; whether it could list it all.
 fn each_name(dir: BorrowedFd, mut f: impl FnMut(&CStr)) -> bool {
-    if rustix::fs::seek(dir, SeekFrom::Start(0)).is_err() {
-        return false;
-    }
-    let mut buf = [MaybeUninit::uninit(); 4096];
-    let mut entries = RawDir::new(dir, &mut buf);
-    while let Some(entry) = entries.next() {
-        let Ok(entry) = entry else { return false };
-        f(entry.file_name());
-    }
-    true
+    tree::each_name(dir, |name| {
+        f(name);
+        Ok(())
+    })
+    .is_ok()
 }
 
 fn is_image(name: &[u8]) -> bool {
