@@ -109,10 +109,17 @@ pub fn end_leftovers(
     }
 }
 
-/// Reaps every child that has ended, and tells `protocol` of each.
-fn reap_all(protocol: &mut dyn Protocol, log: &Log) {
-    while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
-        protocol.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
+/// Reaps every child that has ended, and tells `protocol` of each; true
+/// when no child is left at all (ECHILD). Does not allocate.
+pub fn reap_all(protocol: &mut dyn Protocol, log: &Log) -> bool {
+    loop {
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(Some((pid, status))) => {
+                protocol.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log)
+            }
+            Err(rustix::io::Errno::CHILD) => return true,
+            _ => return false,
+        }
     }
 }
 

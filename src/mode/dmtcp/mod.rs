@@ -969,21 +969,7 @@ impl Dmtcp<'_> {
                 return complete(images);
             }
             let _ = sys::wait_signal(&coordinator::sigchld(), Some(POLL));
-            self.reap_ended(log);
-        }
-    }
-
-    /// Reaps every child that has ended (see `reaped`); true when no
-    /// child is left at all (ECHILD).
-    fn reap_ended(&mut self, log: &Log) -> bool {
-        loop {
-            match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
-                Ok(Some((pid, status))) => {
-                    self.reaped(pid.as_raw_nonzero().get(), status.as_raw(), log);
-                }
-                Err(rustix::io::Errno::CHILD) => return true,
-                _ => return false,
-            }
+            supervise::reap_all(self, log);
         }
     }
 
@@ -993,7 +979,7 @@ impl Dmtcp<'_> {
         let give_up = kill_at + STOP_GRACE;
         let mut said = false;
         loop {
-            let none_left = self.reap_ended(log);
+            let none_left = supervise::reap_all(self, log);
             let mut left = 0;
             self.children.each_new(|_| left += 1);
             let known_left = self.coordinator.is_some() || !self.helpers.is_empty();
