@@ -34,9 +34,10 @@ use crate::htcondor::{jobad, transfers};
 use crate::mode::{condor, dmtcp, init, selfckpt};
 use crate::os::error::Error;
 use crate::os::log::Log;
-use crate::os::{alloc_guard, internal_error, personality, procfs, program, sys};
-use crate::run::protocol::{Ended, Protocol, Verdict};
+use crate::os::{internal_error, personality, program, sys};
+use crate::run::protocol::Verdict;
 use crate::run::signals::Inherited;
+use crate::run::start::{Outputs, Start};
 use crate::run::{exit, spawn, status_file, supervise};
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -121,7 +122,8 @@ fn dmtcp_as_pid_1(
     ));
     let me = spawn::Command::new(Path::new("/proc/self/exe"), "ckptrun".as_ref(), argv, &[])?;
     let start = Start {
-        config,
+        program: config.program.as_os_str(),
+        settings: config.start_settings(),
         inherited,
         log,
         status_file: None,
@@ -145,11 +147,12 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
         .transpose()?;
     let job = |extra: &[OsString]| spawn::Command::new(&path, &config.program, &config.args, extra);
     let start = Start {
-        config,
+        program: config.program.as_os_str(),
+        settings: config.start_settings(),
         inherited,
         log,
         status_file,
-        outputs: Outputs::under_htcondor(config),
+        outputs: outputs_under_htcondor(config),
     };
     match config.mode {
         Mode::Condor => {
@@ -175,172 +178,32 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
     }
 }
 
-/// What starting and supervising the job needs, planned.
-struct Start<'a> {
-    config: &'a Config,
-    inherited: &'a Inherited,
-    log: &'a Log,
-    status_file: Option<status_file::StatusFile>,
-    /// Under HTCondor, what to mark changed at the job's end.
-    outputs: Option<Outputs>,
-}
-
 /// Under HTCondor: the sandbox, and the names in it that are not the
-/// job's outputs (see exit::mark_outputs_changed).
-struct Outputs {
-    sandbox: Option<rustix::fd::OwnedFd>,
-    not_outputs: Vec<OsString>,
-}
-
-impl Outputs {
-    fn under_htcondor(config: &Config) -> Option<Self> {
-        let dir = std::env::var_os("_CONDOR_SCRATCH_DIR")?;
-        let sandbox = rustix::fs::open(
-            dir.as_os_str(),
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
+/// job's outputs, to mark changed at its end.
+fn outputs_under_htcondor(config: &Config) -> Option<Outputs> {
+    let dir = std::env::var_os("_CONDOR_SCRATCH_DIR")?;
+    let sandbox = rustix::fs::open(
+        dir.as_os_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok();
+    // Not the job's outputs: its inputs, and the checkpoint, of no
+    // use once the job has ended (HTCondor need not carry it back).
+    let not_outputs = config
+        .sandbox_inputs
+        .iter()
+        .cloned()
+        .chain(
+            checkpoint_files(config)
+                .iter()
+                .filter_map(|f| Path::new(f).file_name().map(|n| n.to_os_string())),
         )
-        .ok();
-        // Not the job's outputs: its inputs, and the checkpoint, of no
-        // use once the job has ended (HTCondor need not carry it back).
-        let not_outputs = config
-            .sandbox_inputs
-            .iter()
-            .cloned()
-            .chain(
-                checkpoint_files(config)
-                    .iter()
-                    .filter_map(|f| Path::new(f).file_name().map(|n| n.to_os_string())),
-            )
-            .collect();
-        Some(Self {
-            sandbox,
-            not_outputs,
-        })
-    }
-}
-
-impl Start<'_> {
-    /// Starts `command` and supervises it to its end under `protocol`
-    /// (`dyn`: one copy of this and of the supervisor, not one per mode).
-    fn supervise(
-        self,
-        command: spawn::Command,
-        protocol: &mut dyn Protocol,
-    ) -> Result<Verdict, Error> {
-        let (config, log) = (self.config, self.log);
-        supervise::adopt_orphans(log);
-        if let Some(sig) = config.pdeathsig {
-            supervise::signal_on_parent_death(sig, self.inherited.parent, log);
-        }
-        let proc_is_ours = config.kill_after.is_some() && procfs::is_ours();
-        let foreground = spawn::owns_terminal();
-        let test_faults = TestFaults::requested();
-
-        // From here on nothing allocates (debug builds abort if anything does).
-        alloc_guard::arm();
-        let (job, ended) = match self.run_job(&command, protocol, foreground, &test_faults) {
-            Ok(ran) => ran,
-            Err(verdict) => return Ok(verdict),
-        };
-        Ok(self.conclude(job, ended, proc_is_ours, protocol))
-    }
-
-    /// Starts the job and supervises it to its end, once more whenever the
-    /// protocol wants (self mode's fallback). Returns its pid and end, or
-    /// (`Err`) the verdict when it could not be started.
-    fn run_job(
-        &self,
-        command: &spawn::Command,
-        protocol: &mut dyn Protocol,
-        foreground: bool,
-        test_faults: &TestFaults,
-    ) -> Result<(sys::Pid, Ended), Verdict> {
-        let (config, log) = (self.config, self.log);
-        loop {
-            let job = match spawn::spawn(command, self.inherited, foreground) {
-                Ok(pid) => pid,
-                Err(e) => {
-                    log.warn(format_args!("{}: {e}", config.program.display()));
-                    if let Some(file) = &self.status_file {
-                        file.record_launch_failure(e.exit_code(), log);
-                    }
-                    protocol.end(log);
-                    return Err(Verdict::Exit(e.exit_code()));
-                }
-            };
-            log.info(format_args!(
-                "started {} as pid {job}",
-                config.program.display()
-            ));
-            test_faults.inject();
-            let started = std::time::Instant::now();
-            let ended = supervise::supervise(job, protocol, config.supervision(), log);
-            // The protocol may want one more start (self mode's fallback).
-            if !protocol.again(ended, started.elapsed(), log) {
-                return Ok((job, ended));
-            }
-        }
-    }
-
-    /// After the job's end: its status file, what it left, the verdict,
-    /// and HTCondor's outputs.
-    fn conclude(
-        &self,
-        job: sys::Pid,
-        ended: Ended,
-        proc_is_ours: bool,
-        protocol: &mut dyn Protocol,
-    ) -> Verdict {
-        let (config, log) = (self.config, self.log);
-        protocol.job_ended(log);
-        if let Some(file) = &self.status_file {
-            file.record(ended, log);
-        }
-        // Before the end is judged: nothing the job left may still run
-        // (or write) while its end is weighed and a checkpoint committed.
-        if let Some(grace) = config.kill_after {
-            supervise::end_leftovers(job, grace, proc_is_ours, protocol, log);
-        }
-        let verdict = protocol.judge(ended, log);
-        protocol.end(log);
-        if let Some(o) = &self.outputs
-            && !config.is_checkpoint(verdict)
-        {
-            exit::mark_outputs_changed(o.sandbox.as_ref(), &o.not_outputs, log);
-        }
-        verdict
-    }
-}
-
-/// Faults the tests ask for, read before the allocation guard is armed
-/// (reading the environment allocates) and made once the job runs.
-struct TestFaults {
-    allocate: bool,
-    #[cfg(debug_assertions)]
-    panic: bool,
-}
-
-impl TestFaults {
-    fn requested() -> Self {
-        Self {
-            allocate: alloc_guard::test_allocation_requested(),
-            #[cfg(debug_assertions)]
-            panic: internal_error::test_panic_requested(),
-        }
-    }
-
-    fn inject(&self) {
-        if self.allocate {
-            alloc_guard::allocate_for_test();
-        }
-        #[cfg(debug_assertions)]
-        if self.panic {
-            internal_error::panic_for_test();
-        }
-    }
+        .collect();
+    Some(Outputs {
+        sandbox,
+        not_outputs,
+    })
 }
 
 fn fail(log: &Log, err: Error) -> ! {

@@ -22,7 +22,7 @@ use lexopt::prelude::*;
 use crate::os::error::Error;
 use crate::os::personality::{ArchChoice, Flags};
 use crate::os::sys::Sig;
-use crate::run::protocol::Verdict;
+use crate::run::start::Settings;
 use crate::run::supervise::Supervision;
 pub use help::HELP;
 use options::{C, D, I, MODE, OPTIONS, Opt, S, Spec, set};
@@ -179,12 +179,16 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Whether ckptrun ending so tells HTCondor "checkpointed: transfer
-    /// and restart me" rather than the job's end.
-    pub fn is_checkpoint(&self, verdict: Verdict) -> bool {
-        match verdict {
-            Verdict::Exit(code) => code == self.ckpt_exit_code,
-            Verdict::Signal(sig) => Some(sig) == self.exit_by_signal,
+    /// What the options say of running the job, whatever its mode.
+    pub fn start_settings(&self) -> Settings {
+        Settings {
+            supervision: Supervision {
+                pgroup: self.pgroup,
+            },
+            pdeathsig: self.pdeathsig,
+            kill_after: self.kill_after,
+            ckpt_exit_code: self.ckpt_exit_code,
+            exit_by_signal: self.exit_by_signal,
         }
     }
 
@@ -194,13 +198,6 @@ impl Config {
             no_randomize: !self.keep_aslr,
             compat_layout: !self.no_compat_layout,
             limit_32bit: !self.no_limit_32bit,
-        }
-    }
-
-    /// How the supervisor runs: `--pgroup`.
-    pub fn supervision(&self) -> Supervision {
-        Supervision {
-            pgroup: self.pgroup,
         }
     }
 }

@@ -7,5 +7,6 @@ pub mod exit;
 pub mod protocol;
 pub mod signals;
 pub mod spawn;
+pub mod start;
 pub mod status_file;
 pub mod supervise;
