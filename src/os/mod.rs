@@ -1,10 +1,12 @@
 //! The operating system as ckptrun uses it: the thin `unsafe` wrappers
 //! (`sys`), /proc (`procfs`), personality(2) and ELF architectures,
 //! finding a program, the directories ckptrun writes into, errors as
-//! values, the log, and what happens on an internal error. Nothing here
+//! values, the log, what happens on an internal error, and a computation
+//! run in a child beside ckptrun (`beside`). Nothing here
 //! knows of jobs, modes or checkpoints.
 
 pub mod alloc_guard;
+pub mod beside;
 pub mod dir;
 pub mod error;
 pub mod internal_error;

@@ -45,6 +45,35 @@ pub fn realtime() -> (i64, u32) {
     (t.as_secs() as i64, t.subsec_nanos())
 }
 
+/// The coarse wall clock (seconds, nanoseconds): the one the kernel
+/// dates inodes by, so a ctime can be compared with it.
+pub fn coarse_realtime() -> Option<(i64, i64)> {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut t) };
+    #[allow(clippy::unnecessary_cast)] // i32 on i686
+    (r == 0).then_some((t.tv_sec as i64, t.tv_nsec as i64))
+}
+
+/// Starts writing `len` bytes of `fd` at `offset` back to the disk,
+/// without waiting (sync_file_range(2), SYNC_FILE_RANGE_WRITE): a later
+/// fsync then finds less to do. A hint: a failure is left to that fsync.
+pub fn start_writeback(fd: impl std::os::fd::AsFd, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain integers; the descriptor is borrowed for the call.
+    unsafe {
+        libc::sync_file_range(
+            fd.as_fd().as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
 /// A set of signals (`sigset_t`).
 #[derive(Clone, Copy)]
 pub struct SigSet(libc::sigset_t);
@@ -324,6 +353,42 @@ pub fn hold_standard_fds() {
         if std::os::fd::AsRawFd::as_raw_fd(&null) == fd {
             // Kept open for the life of the process.
             std::mem::forget(null);
+        }
+    }
+}
+
+/// Waits for the child `pid` to end (waitpid(2), retried after EINTR):
+/// its exit code, or none if it died by a signal or cannot be waited for.
+pub fn wait_exit_code(pid: Pid) -> Option<c_int> {
+    let mut status: c_int = 0;
+    loop {
+        // SAFETY: `status` is a valid int for the call to fill.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+        }
+        if r == -1 && errno() == libc::EINTR {
+            continue;
+        }
+        return None;
+    }
+}
+
+/// Closes every descriptor of this process but `a` and `b`
+/// (close_range(2), else one by one up to 4096 on a kernel before 5.9):
+/// for a child that must hold nothing else of its parent's, such as a
+/// lock or an output pipe. Async-signal-safe.
+pub fn close_all_but(a: c_int, b: c_int) {
+    let (lo, hi) = (a.min(b).max(0) as i64, a.max(b).max(0) as i64);
+    let ranges = [(0, lo - 1), (lo + 1, hi - 1), (hi + 1, i64::from(u32::MAX))];
+    for (first, last) in ranges.into_iter().filter(|(f, l)| f <= l) {
+        // SAFETY: close_range takes integers only.
+        let r = unsafe { libc::syscall(libc::SYS_close_range, first as u32, last as u32, 0u32) };
+        if r != 0 {
+            for fd in first..=last.min(4095) {
+                // SAFETY: close of a number this child no longer uses.
+                unsafe { libc::close(fd as c_int) };
+            }
         }
     }
 }

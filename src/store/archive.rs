@@ -21,6 +21,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use rustix::fs::{FileType, Mode, OFlags, Timestamps};
 use rustix::io::{Errno, Result};
 
+use crate::os::beside::Beside;
 use crate::store::manifest;
 use crate::store::tree;
 
@@ -191,7 +192,7 @@ impl<'a> Writer<'a> {
                 let file = rustix::fs::openat(dir, name, tree::read_flags(), Mode::empty())?;
                 let len = rustix::fs::fstat(&file)?.st_size as u64;
                 self.header(at.as_bytes(), Kind::File, mode, mtime, len, b"")?;
-                let hash = copy_hashed(file.as_fd(), self.out, len)?;
+                let hash = store_hashed(file.as_fd(), self.out, self.offset, len)?;
                 self.offset += len;
                 self.sum(Kind::File, at.as_bytes(), b"", hash)?;
                 self.pad(len)
@@ -766,30 +767,37 @@ pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr)
     }
 }
 
-/// Copies `len` bytes from `from` to `into` (each at its position)
-/// through a buffer, hashing them: the hash is of the bytes written.
-// Out of line: its large buffers stay off the stack of every caller
-// (a frame is touched whole at entry), so supervising costs no memory.
-#[inline(never)]
-fn copy_hashed(from: BorrowedFd, into: BorrowedFd, len: u64) -> Result<u64> {
-    let mut hash = manifest::Hash::new();
-    let mut buf = [0u8; manifest::CHUNK];
+/// How much of a file is copied before its writeback starts.
+const STRETCH: u64 = 8 << 20;
+
+/// Below this, a file is hashed here rather than beside the copy.
+const BESIDE_MIN: u64 = 1 << 20;
+
+/// Copies the first `len` bytes of `from` to `into` (at its position,
+/// `at`) in the kernel, so that filesystems that can share blocks (XFS,
+/// btrfs) share them instead; returns the XXH3 of `from`'s bytes, read
+/// by a child process beside the copy (see `Beside`) from the page cache
+/// the copy uses too (a shared block is not in `into`'s). A file that
+/// changes while it is copied gives a generation that does not match its
+/// manifest: found damaged, never restored. Each stretch's writeback
+/// starts once it is copied, so the commit's fsync overlaps the copying.
+fn store_hashed(from: BorrowedFd, into: BorrowedFd, at: u64, len: u64) -> Result<u64> {
+    let beside = if len >= BESIDE_MIN {
+        Beside::start(|| manifest::hash_at(from, 0, len).ok())
+    } else {
+        None
+    };
     let mut done = 0u64;
     while done < len {
-        let want = (len - done).min(buf.len() as u64) as usize;
-        match rustix::io::read(from, &mut buf[..want]) {
-            // It shrank while copied: the archive would be wrong.
-            Ok(0) => return Err(Errno::IO),
-            Ok(n) => {
-                hash.update(&buf[..n]);
-                crate::os::sys::write_all(into, &buf[..n])?;
-                done += n as u64;
-            }
-            Err(Errno::INTR) => {}
-            Err(e) => return Err(e),
-        }
+        let stretch = (len - done).min(STRETCH);
+        copy(from, Some(done), into, stretch)?;
+        crate::os::sys::start_writeback(into, at + done, stretch);
+        done += stretch;
     }
-    Ok(hash.digest())
+    match beside.and_then(Beside::result) {
+        Some(hash) => Ok(hash),
+        None => manifest::hash_at(from, 0, len),
+    }
 }
 
 /// Copies `len` bytes from `from` (at `offset`, else at its position) to

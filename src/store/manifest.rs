@@ -12,10 +12,10 @@
 //! that a user can check a generation by hand: `tar -xf NAME.1 -C DIR`,
 //! then `xxhsum -c .ckptrun.xxh3` in DIR (it calls the `#` lines, which
 //! record the directories and symlinks, improperly formatted, and checks
-//! every file). XXH3 because a restore verifies every byte before the job
-//! gets it: about 5.5 GB/s here, an eighth of the copy's time
-//! (BENCHMARKS.md); and it is the
-//! checksum of a standard tool (`xxhsum`, Debian's xxhash).
+//! every file). XXH3 because every commit and every restore hashes every
+//! byte: it runs at memory speed, in a child process beside the copy
+//! (BENCHMARKS.md); and it is the checksum of a standard tool (`xxhsum`,
+//! Debian's xxhash).
 //!
 //! Verifying rebuilds each line from the member read and compares it with
 //! the manifest's, byte for byte: a changed byte in a file, a member

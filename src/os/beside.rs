@@ -1,0 +1,86 @@
+//! A computation run in a child process, beside this one: a checksum
+//! that would otherwise wait for a copy of the same bytes runs on another
+//! core meanwhile (both read the same page cache). Its result, a u64,
+//! comes back through a pipe. The child is a copy of ckptrun that only
+//! reads files and exits (`_exit`: no destructor runs twice); it
+//! allocates nothing, and it dies with ckptrun. Anything that goes wrong
+//! (no child can be made, it dies, its answer is short) gives no result,
+//! and the caller computes it itself: this only ever saves time.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::os::sys::{self, Forked, Pid};
+
+pub struct Beside {
+    pid: Pid,
+    answer: OwnedFd,
+}
+
+impl Beside {
+    /// Starts `f` in a child; none if no child can be made. Before the
+    /// job runs, and while it runs: ckptrun waits for this child by its
+    /// pid (`result`), and its reaping loop runs only between calls like
+    /// this, so it never takes this child's end.
+    pub fn start(f: impl FnOnce() -> Option<u64>) -> Option<Self> {
+        let (answer, tell) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+        match sys::fork().ok()? {
+            Forked::Child => {
+                let _ = sys::set_parent_death_signal(libc::SIGKILL);
+                drop(answer);
+                let code = match f() {
+                    Some(v) => i32::from(sys::write_all(&tell, &v.to_le_bytes()).is_err()),
+                    None => 1,
+                };
+                sys::exit_now(code)
+            }
+            Forked::Parent(pid) => Some(Self { pid, answer }),
+        }
+    }
+
+    /// Waits for the child: its result, if it gave one.
+    pub fn result(self) -> Option<u64> {
+        let mut buf = [0u8; 8];
+        let got = sys::read_fill(&self.answer, &mut buf);
+        let ended = sys::wait_exit_code(self.pid);
+        match (got, ended) {
+            (Ok(8), Some(0)) => Some(u64::from_le_bytes(buf)),
+            _ => None,
+        }
+    }
+}
+
+/// A file whose last reference a child holds (see `Beside::hold`).
+pub struct Held {
+    child: Beside,
+    go: OwnedFd,
+}
+
+impl Beside {
+    /// Hands `file` to a child that closes it only once told (`Held::let_go`):
+    /// what that last close costs (freeing a large file's blocks, its
+    /// pages) is then paid beside ckptrun, not in its path. The child
+    /// keeps nothing else of ckptrun's: no lock, no output. None if no
+    /// child can be made (`file` is then closed here).
+    pub fn hold(file: OwnedFd) -> Option<Held> {
+        let (wait, go) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+        let (keep, wait_fd) = (file.as_raw_fd(), wait.as_raw_fd());
+        let child = Self::start(move || {
+            // Only `wait` is needed until told; `file` goes at the exit.
+            let mut byte = [0u8; 1];
+            sys::close_all_but(wait_fd, keep);
+            let _ = sys::read_fill(&wait, &mut byte);
+            None
+        });
+        drop(file);
+        Some(Held { child: child?, go })
+    }
+}
+
+impl Held {
+    /// Tells the child to close the file and exit; returns it, to be
+    /// waited for (`result`) or left to the reaping loop.
+    pub fn let_go(self) -> Beside {
+        drop(self.go);
+        self.child
+    }
+}
