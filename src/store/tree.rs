@@ -116,21 +116,45 @@ pub fn fingerprint(dir: BorrowedFd, name: &CStr) -> Result<Option<Fingerprint>> 
         entries: 0,
         sum: 0,
     };
-    add(&mut fp, dir, name, &st, 0)?;
+    each_inode(dir, name, &st, 0, &mut |inode| {
+        if let Inode::Found(_, st) = inode {
+            fp.sum = fp.sum.wrapping_add(mix(st));
+            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
+                fp.bytes += st.st_size as u64;
+            }
+            fp.entries += 1;
+        }
+        Ok(())
+    })?;
+    // The top itself is not an entry below it.
+    fp.entries -= 1;
     Ok(Some(fp))
 }
 
-fn add(fp: &mut Fingerprint, dir: BorrowedFd, name: &CStr, st: &Stat, depth: u32) -> Result<()> {
-    fp.sum = fp.sum.wrapping_add(mix(st));
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => fp.bytes += st.st_size as u64,
-        FileType::Directory => {
-            each_entry(dir, name, depth, |d, child| {
-                fp.entries += 1;
-                add(fp, d, child, &stat(d, child)?, depth + 1)
-            })?;
-        }
-        _ => {}
+/// What `each_inode` meets: an inode (its name and what stat says), or
+/// the end of a directory's entries.
+pub enum Inode<'a> {
+    Found(&'a CStr, &'a Stat),
+    DirEnd,
+}
+
+/// Calls `f` with `name` (whose stat is `st`, `depth` below the top) and,
+/// for a directory, with everything below it, depth first, each
+/// directory's entries followed by its end. The one walk over a tree's
+/// inodes: fingerprints, and the record of a kept working copy.
+pub fn each_inode(
+    dir: BorrowedFd,
+    name: &CStr,
+    st: &Stat,
+    depth: u32,
+    f: &mut dyn FnMut(Inode) -> Result<()>,
+) -> Result<()> {
+    f(Inode::Found(name, st))?;
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+        each_entry(dir, name, depth, |d, child| {
+            each_inode(d, child, &stat(d, child)?, depth + 1, f)
+        })?;
+        f(Inode::DirEnd)?;
     }
     Ok(())
 }

@@ -1,0 +1,271 @@
+//! In-place restarts: the working copy kept, unchanged, between a commit
+//! and the next start in the same sandbox, so that start need not copy.
+//!
+//! When the job has exited after reporting its checkpoint (`Take::Move`),
+//! the commit moves each working path into `.NAME/kept/` (a rename: the
+//! scratch directory is never uploaded by HTCondor), reads it there into
+//! the generation, and then writes `.NAME/kept.record`: what a start will
+//! see if nothing changed since. The next start streams that description
+//! again from what is there and compares it with the record byte for
+//! byte; only if they are equal does it rename the kept paths back
+//! instead of restoring them from the generation. The record holds:
+//!
+//! - the boot (`/proc/sys/kernel/random/boot_id`): the kept copy is never
+//!   fsync'd, so after a crash it may not hold what was read from it;
+//! - the newest generation's number, its slot, and the slot file's
+//!   device, inode, size, mtime and ctime: the kept copy stands for that
+//!   generation only, as it was written;
+//! - the `--ckpt` names, and every inode below them in walk order: name,
+//!   device, inode, mode, size, mtime and ctime to the nanosecond, as
+//!   git's index records a clean file (binary, some 70 bytes a file).
+//!
+//! A write, a rename, a new or removed file, a change of mode or of times
+//! sets the ctime of an inode or of its directory to the current time,
+//! which no one can set back. The commit reads the kept copy only once
+//! the clock has passed every ctime in it, and checks after the read that
+//! the tree is as before: so a change made during or after the read gives
+//! a ctime the description does not hold, and the start restores from the
+//! generation as it always did.
+
+use std::ffi::CStr;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use rustix::fs::{AtFlags, Mode, OFlags, Stat};
+use rustix::io::{Errno, Result};
+
+use crate::store::tree;
+
+/// In the scratch directory: the kept working paths, by their names.
+pub const DIR: &CStr = c"kept";
+/// In the scratch directory: what the kept copy must look like.
+pub const RECORD: &CStr = c"kept.record";
+/// The record being written, renamed to RECORD once whole.
+pub const RECORD_NEW: &CStr = c"kept.record-new";
+
+const MAGIC: &[u8] = b"ckptrun kept 2\n";
+const BUF: usize = 4096;
+
+/// A record being written, or being compared with what is there now:
+/// the same bytes go in either way.
+pub struct Record {
+    file: OwnedFd,
+    check: bool,
+    buf: [u8; BUF],
+    len: usize,
+    same: bool,
+}
+
+impl Record {
+    /// A new record (RECORD_NEW), opening with this boot; none where the
+    /// boot cannot be known.
+    pub fn create(scratch: BorrowedFd) -> Result<Option<Self>> {
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC;
+        Self::open(scratch, RECORD_NEW, flags, false)?.begin()
+    }
+
+    /// The rest of the new record (RECORD_NEW), after what is there.
+    pub fn append(scratch: BorrowedFd) -> Result<Self> {
+        Self::open(scratch, RECORD_NEW, OFlags::WRONLY | OFlags::APPEND, false)
+    }
+
+    /// The record `name`, to compare with; none if there is none.
+    pub fn check(scratch: BorrowedFd, name: &CStr) -> Result<Option<Self>> {
+        match Self::open(scratch, name, OFlags::RDONLY, true) {
+            Err(Errno::NOENT) => Ok(None),
+            other => other?.begin(),
+        }
+    }
+
+    fn open(scratch: BorrowedFd, name: &CStr, flags: OFlags, check: bool) -> Result<Self> {
+        let flags = flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY;
+        Ok(Self {
+            file: rustix::fs::openat(scratch, name, flags, Mode::RUSR | Mode::WUSR)?,
+            check,
+            buf: [0; BUF],
+            len: 0,
+            same: true,
+        })
+    }
+
+    fn begin(mut self) -> Result<Option<Self>> {
+        let mut boot = [0u8; 64];
+        let Some(id) = boot_id(&mut boot) else {
+            return Ok(None);
+        };
+        self.put(MAGIC)?;
+        self.put(id)?;
+        Ok(Some(self))
+    }
+
+    fn put(&mut self, mut bytes: &[u8]) -> Result<()> {
+        while !bytes.is_empty() {
+            let n = bytes.len().min(BUF - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+            self.len += n;
+            bytes = &bytes[n..];
+            if self.len == BUF {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let data = &self.buf[..self.len];
+        if self.check {
+            let mut there = [0u8; BUF];
+            let got = crate::os::sys::read_fill(&self.file, &mut there[..data.len()])?;
+            self.same &= there[..got] == *data;
+        } else {
+            crate::os::sys::write_all(&self.file, data)?;
+        }
+        self.len = 0;
+        Ok(())
+    }
+
+    /// Every inode of `names` in the directory `dir` (each present or
+    /// not); returns the latest ctime among them.
+    pub fn tree<'a>(
+        &mut self,
+        dir: BorrowedFd,
+        names: impl Iterator<Item = &'a CStr>,
+    ) -> Result<(i64, i64)> {
+        let mut newest = (i64::MIN, 0);
+        for name in names {
+            self.put(name.to_bytes_with_nul())?;
+            let st = match tree::stat(dir, name) {
+                Err(Errno::NOENT) => continue,
+                other => other?,
+            };
+            tree::each_inode(dir, name, &st, 0, &mut |inode| match inode {
+                tree::Inode::Found(name, st) => {
+                    newest = newest.max(ctime(st));
+                    self.put(name.to_bytes_with_nul())?;
+                    self.put(&fields(st))
+                }
+                // The end of a directory: its entries cannot pass for a
+                // sibling's.
+                tree::Inode::DirEnd => self.put(b"/"),
+            })?;
+        }
+        Ok(newest)
+    }
+
+    /// The generation the kept copy stands for: its number, its slot and
+    /// the slot file as it is.
+    pub fn generation(&mut self, g: u64, slot: u32, file: &Stat) -> Result<()> {
+        self.put(&g.to_le_bytes())?;
+        self.put(&slot.to_le_bytes())?;
+        self.put(&fields(file))
+    }
+
+    /// Ends it: whether what went in is what the record holds, to its
+    /// last byte (always true when writing).
+    pub fn finish(mut self) -> Result<bool> {
+        self.flush()?;
+        if self.check {
+            let mut more = [0u8; 1];
+            self.same &= crate::os::sys::read_fill(&self.file, &mut more)? == 0;
+        }
+        Ok(self.same)
+    }
+}
+
+/// Renames the new record over the old. Not fsync'd: after a crash the
+/// boot differs anyway.
+pub fn seal(scratch: BorrowedFd) -> Result<()> {
+    rustix::fs::renameat(scratch, RECORD_NEW, scratch, RECORD)
+}
+
+/// Writes a new record of the tree `names` in `kept` once it has settled:
+/// the coarse clock (the one the kernel dates inodes by) past every ctime
+/// in it, waited for if need be (a clock tick at most). Any later change
+/// then gives a ctime the record does not hold. False if the tree keeps
+/// changing, or the boot cannot be known.
+pub fn record_settled<'a>(
+    scratch: BorrowedFd,
+    kept: BorrowedFd,
+    names: impl Iterator<Item = &'a CStr> + Clone,
+) -> Result<bool> {
+    for _ in 0..100 {
+        let Some(now) = crate::os::sys::coarse_realtime() else {
+            return Ok(false);
+        };
+        let Some(mut record) = Record::create(scratch)? else {
+            return Ok(false);
+        };
+        let newest = record.tree(kept, names.clone())?;
+        record.finish()?;
+        if newest < now {
+            return Ok(true);
+        }
+        crate::os::sys::pause_for(Duration::from_millis(1));
+    }
+    Ok(false)
+}
+
+// The time fields are i64 or u64 on x86_64 but i32 or u32 on i686.
+#[allow(clippy::unnecessary_cast)]
+fn ctime(st: &Stat) -> (i64, i64) {
+    (st.st_ctime as i64, st.st_ctime_nsec as i64)
+}
+
+/// An inode's identity, kind, size and times, as bytes.
+#[allow(clippy::unnecessary_cast)]
+fn fields(st: &Stat) -> [u8; 64] {
+    let values = [
+        st.st_dev as u64,
+        st.st_ino as u64,
+        st.st_mode as u64,
+        st.st_size as u64,
+        st.st_mtime as u64,
+        st.st_mtime_nsec as u64,
+        st.st_ctime as u64,
+        st.st_ctime_nsec as u64,
+    ];
+    let mut out = [0u8; 64];
+    for (chunk, v) in out.chunks_exact_mut(8).zip(values) {
+        chunk.copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// The kernel's id of this boot, into `buf`: 36 characters.
+fn boot_id(buf: &mut [u8; 64]) -> Option<&[u8]> {
+    let file = rustix::fs::open(
+        c"/proc/sys/kernel/random/boot_id",
+        tree::read_flags(),
+        Mode::empty(),
+    )
+    .ok()?;
+    let len = crate::os::sys::read_fill(&file, buf).ok()?;
+    let id = buf[..len].strip_suffix(b"\n")?;
+    (id.len() == 36).then_some(id)
+}
+
+/// Removes the kept copy and its records, if any.
+pub fn discard(scratch: BorrowedFd) -> Result<()> {
+    for name in [RECORD, RECORD_NEW] {
+        match rustix::fs::unlinkat(scratch, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    tree::remove(scratch, DIR)
+}
+
+/// `.NAME/kept`, made empty.
+pub fn make(scratch: BorrowedFd) -> Result<OwnedFd> {
+    discard(scratch)?;
+    rustix::fs::mkdirat(scratch, DIR, Mode::RWXU)?;
+    tree::open_dir(scratch, DIR)
+}
+
+/// `.NAME/kept`, if it is there.
+pub fn open(scratch: BorrowedFd) -> Result<Option<OwnedFd>> {
+    match tree::open_dir(scratch, DIR) {
+        Err(Errno::NOENT) => Ok(None),
+        other => other.map(Some),
+    }
+}
