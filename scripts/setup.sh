@@ -4,7 +4,8 @@
 # build rebuilds std from it: scripts/build-release.sh), util-linux (setarch,
 # unshare), bsdutils (script), strace, runc and busybox-static (the
 # container tests, tests/runc.rs), and for benchmarks hyperfine, tini
-# (with tini-static), dumb-init, catatonit and procps (pgrep).
+# (with tini-static), dumb-init, catatonit and procps (pgrep); xfsprogs and
+# e2fsprogs (tests/reflink.rs: XFS in a file, filefrag).
 # Usage: scripts/setup.sh [--bench]
 set -euo pipefail
 
@@ -30,6 +31,10 @@ command -v xxhsum >/dev/null || packages+=(xxhash)
 # busybox for the container's shell jobs.
 # (runc is in /usr/sbin, which a non-root PATH may lack.)
 command -v runc >/dev/null || [ -x /usr/sbin/runc ] || packages+=(runc)
+# tests/reflink.rs: an XFS filesystem in a file (mkfs.xfs), its blocks
+# seen shared or not (filefrag).
+command -v mkfs.xfs >/dev/null || packages+=(xfsprogs)
+command -v filefrag >/dev/null || packages+=(e2fsprogs)
 dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' ||
     packages+=(busybox-static)
 if [ "${1:-}" = "--bench" ]; then
