@@ -120,6 +120,8 @@ pub struct Store {
     /// Slots found damaged at this start, by number: the next commits
     /// replace them first.
     damaged: Cell<u128>,
+    /// dmtcp mode: the generation whose images `.NAME/restore` holds.
+    restore_holds: Cell<Option<u64>>,
     pub ckpts: Vec<Ckpt>,
 }
 
@@ -360,6 +362,12 @@ enum Freeing {
     Leave,
 }
 
+/// A DMTCP image: a top-level `ckpt_*.dmtcp` member of a dmtcp mode
+/// generation.
+pub fn is_image(path: &[u8]) -> bool {
+    path.starts_with(b"ckpt_") && path.ends_with(b".dmtcp") && !path.contains(&b'/')
+}
+
 /// The working paths' copies of a generation, made beside them: which
 /// paths it holds (bit i for the i-th `--ckpt`), or why they could not be.
 type Prepared = Result<u32, Failed>;
@@ -473,6 +481,7 @@ impl Store {
             slots: keep + 1,
             holder,
             damaged: Cell::new(0),
+            restore_holds: Cell::new(None),
             ckpts,
         })
     }
@@ -1194,7 +1203,8 @@ impl Store {
     // (a frame is touched whole at entry), so supervising costs no memory.
     #[inline(never)]
     fn check_preparing(&self, file: BorrowedFd, meta: &Meta) -> (Check, Prepared) {
-        if self.ckpts.is_empty() {
+        let images = self.holder == Holder::Dmtcp && meta.generation() != Some(0);
+        if self.ckpts.is_empty() && !images {
             return (check(file, meta), Ok(0));
         }
         let beside = Beside::start(|| {
@@ -1205,6 +1215,9 @@ impl Store {
             })
         });
         let prepared = self.prepare(file);
+        if prepared.is_ok() && self.holder == Holder::Dmtcp {
+            self.restore_holds.set(meta.generation());
+        }
         let verdict = match beside.and_then(Beside::result) {
             Some(0) => Check::Intact,
             Some(1) => Check::Unverified,
@@ -1217,6 +1230,10 @@ impl Store {
     /// Each working path's copy of generation `file`, made beside it (see
     /// `Ckpt::prepare`); which paths the generation holds, by index.
     fn prepare(&self, file: BorrowedFd) -> Prepared {
+        if self.holder == Holder::Dmtcp {
+            self.unprepare();
+            return self.prepare_images(file).map(|()| 0);
+        }
         let mut held = 0;
         for (i, c) in self.ckpts.iter().enumerate() {
             if c.prepare(file)? {
@@ -1231,6 +1248,35 @@ impl Store {
         for c in &self.ckpts {
             let _ = tree::remove(c.parent.as_fd(), &c.new);
         }
+        if self.restore_holds.take().is_some() {
+            let _ = tree::remove(self.scratch(), RESTORE);
+        }
+    }
+
+    /// dmtcp mode: generation `file`'s images (its top-level
+    /// `ckpt_*.dmtcp` members) extracted into `.NAME/restore`, made anew.
+    fn prepare_images(&self, file: BorrowedFd) -> Result<(), Failed> {
+        let scratch = self.scratch();
+        tree::remove(scratch, RESTORE).map_err(at("restore"))?;
+        rustix::fs::mkdirat(scratch, RESTORE, Mode::from_raw_mode(0o700)).map_err(at("restore"))?;
+        let restore = tree::open_dir(scratch, RESTORE).map_err(at("restore"))?;
+        let done = archive::each_member(file, |m| {
+            if is_image(m.path.as_bytes()) {
+                archive::extract(file, m, restore.as_fd(), m.path.c())?;
+            }
+            Ok(true)
+        });
+        match done {
+            Ok(()) => Ok(()),
+            Err(Bad::Io(e)) => Err(at("restore (extract)")(e)),
+            Err(_) => Err(at("restore (extract)")(Errno::IO)),
+        }
+    }
+
+    /// dmtcp mode: the generation whose images `.NAME/restore` holds,
+    /// extracted while it was verified, if any.
+    pub fn restore_holds(&self) -> Option<u64> {
+        self.restore_holds.get()
     }
 
     /// Replaces every working path with its copy of generation `g` (its

@@ -1177,18 +1177,25 @@ impl Restart {
     ) -> Result<Vec<OsString>, Error> {
         let fail = |f: &dyn std::fmt::Display| Error::usage(&self.slot, f);
         let file = &self.file;
-        tree::remove(store.scratch(), store::RESTORE)
-            .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
-        rustix::fs::mkdirat(store.scratch(), store::RESTORE, Mode::from_raw_mode(0o700))
-            .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+        // The images were extracted while the generation was verified
+        // (Store::open); else they are extracted now.
+        let extracted = store.restore_holds() == Some(self.generation);
+        if !extracted {
+            tree::remove(store.scratch(), store::RESTORE)
+                .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+            rustix::fs::mkdirat(store.scratch(), store::RESTORE, Mode::from_raw_mode(0o700))
+                .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+        }
         let restore = tree::open_dir(store.scratch(), store::RESTORE)
             .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
         let mut found = Vec::new();
         let done = archive::each_member(file.as_fd(), |m| {
             let path = m.path.as_bytes();
             let top = path.split(|&b| b == b'/').next().unwrap_or(b"");
-            if path == top && is_image(top) {
-                archive::extract(file.as_fd(), m, restore.as_fd(), m.path.c())?;
+            if store::is_image(path) {
+                if !extracted {
+                    archive::extract(file.as_fd(), m, restore.as_fd(), m.path.c())?;
+                }
                 found.push(restore_at.join(OsStr::from_bytes(path)).into_os_string());
             } else if top.starts_with(b"ckpt_") && top.ends_with(b"_files") {
                 archive::extract(file.as_fd(), m, images, m.path.c())?;
@@ -1303,7 +1310,7 @@ fn complete(images: BorrowedFd) -> bool {
         if name.to_bytes().ends_with(b".temp") {
             temp = true;
         }
-        if is_image(name.to_bytes())
+        if store::is_image(name.to_bytes())
             && rustix::fs::statat(images, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
                 FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_size > 0
             })
@@ -1333,10 +1340,6 @@ fn each_name(dir: BorrowedFd, mut f: impl FnMut(&CStr)) -> bool {
         Ok(())
     })
     .is_ok()
-}
-
-fn is_image(name: &[u8]) -> bool {
-    name.starts_with(b"ckpt_") && name.ends_with(b".dmtcp")
 }
 
 /// `NUM_PEERS=N` and `RUNNING=yes` from `dmtcp_command --status`.
@@ -1419,9 +1422,9 @@ mod tests {
 
     #[test]
     fn image_names() {
-        assert!(is_image(b"ckpt_foo_4a1b-40000-5f2a.dmtcp"));
-        assert!(!is_image(b"ckpt_foo_4a1b.dmtcp.temp"));
-        assert!(!is_image(b"dmtcp_restart_script.sh"));
+        assert!(store::is_image(b"ckpt_foo_4a1b-40000-5f2a.dmtcp"));
+        assert!(!store::is_image(b"ckpt_foo_4a1b.dmtcp.temp"));
+        assert!(!store::is_image(b"dmtcp_restart_script.sh"));
     }
 
     #[test]
