@@ -238,7 +238,7 @@ fn a_job_that_wrote_after_a_commit_and_crashed_gets_the_committed_generation() {
     let out = running.finish();
     assert_eq!(out.signal(), Some(libc::SIGKILL), "{}", out.stderr);
     assert!(!sandbox.path(format!(".{STORE}/kept")).exists());
-    let out = run(sandbox.ckptrun([
+    let args = [
         "--mode",
         "self",
         "-v",
@@ -246,11 +246,8 @@ fn a_job_that_wrote_after_a_commit_and_crashed_gets_the_committed_generation() {
         "state",
         "--job-ckpt-exit",
         "17",
-        "--",
-        "sh",
-        "-c",
-        "cat state > seen",
-    ]));
+    ];
+    let out = run(shell(&sandbox, &args, "cat state > seen"));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert_eq!(
         std::fs::read_to_string(sandbox.path("seen")).unwrap(),

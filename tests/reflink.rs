@@ -94,7 +94,7 @@ fn shares_blocks(file: &Path, len: u64) -> bool {
 }
 
 fn self_mode(sandbox: &Sandbox, script: &str) -> Finished {
-    run(sandbox.ckptrun([
+    let args = [
         "--mode",
         "self",
         "-v",
@@ -102,11 +102,8 @@ fn self_mode(sandbox: &Sandbox, script: &str) -> Finished {
         "state",
         "--job-ckpt-exit",
         "17",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]))
+    ];
+    run(shell(sandbox, &args, script))
 }
 
 #[test]
