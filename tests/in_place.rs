@@ -256,3 +256,44 @@ fn a_job_that_wrote_after_a_commit_and_crashed_gets_the_committed_generation() {
         out.stderr
     );
 }
+
+/// A commit interrupted after the working paths were moved into
+/// `.ckptrun.store/kept` but before its generation was written leaves
+/// them there with no record: the next start puts them back and treats
+/// them as any working copy: replaced by the generation where it holds
+/// them, kept as `PATH.uncommitted` where it does not. Nothing is lost.
+#[test]
+fn working_paths_a_killed_commit_left_in_kept_are_not_lost() {
+    let sandbox = committed_once("kept-interrupted");
+    std::fs::remove_file(sandbox.path(format!(".{STORE}/kept.record"))).unwrap();
+    std::fs::write(kept(&sandbox, "new"), "written before the kill\n").unwrap();
+    let mut cmd = shell(
+        &sandbox,
+        &[
+            "--mode",
+            "self",
+            "-v",
+            "--ckpt",
+            "st",
+            "--ckpt",
+            "new",
+            "--job-ckpt-exit",
+            "17",
+        ],
+        "cat st/n > seen; stat -c %i st/n > ino; [ ! -e new ]",
+    );
+    cmd.env_remove("_CONDOR_JOB_AD");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("seen")).unwrap(),
+        "1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("new.uncommitted")).unwrap(),
+        "written before the kill\n",
+        "{}",
+        out.stderr
+    );
+    assert!(!kept(&sandbox, "").exists());
+}

@@ -1150,6 +1150,16 @@ impl Store {
                 None => "is not the newest generation as committed: restoring from it",
             }
         ));
+        if found.is_none() {
+            // Back where it was, for the restore to treat as any working
+            // copy: replaced, or kept as PATH.uncommitted (a commit that
+            // was interrupted leaves it here).
+            for c in &self.ckpts {
+                if matches!(tree::stat(c.parent.as_fd(), &c.name), Err(Errno::NOENT)) {
+                    let _ = rustix::fs::renameat(&kept, &c.name, &c.parent, &c.name);
+                }
+            }
+        }
         let _ = kept::discard(self.scratch());
         found
     }
