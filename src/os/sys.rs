@@ -360,17 +360,13 @@ pub fn hold_standard_fds() {
 /// Waits for the child `pid` to end (waitpid(2), retried after EINTR):
 /// its exit code, or none if it died by a signal or cannot be waited for.
 pub fn wait_exit_code(pid: Pid) -> Option<c_int> {
-    let mut status: c_int = 0;
+    let pid = rustix::process::Pid::from_raw(pid)?;
     loop {
-        // SAFETY: `status` is a valid int for the call to fill.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => return status.exit_status(),
+            Err(rustix::io::Errno::INTR) => {}
+            _ => return None,
         }
-        if r == -1 && errno() == libc::EINTR {
-            continue;
-        }
-        return None;
     }
 }
 
