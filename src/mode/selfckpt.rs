@@ -21,9 +21,9 @@ use crate::mode::request::{self, PeriodicCommits, Policy};
 use crate::os::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::os::log::Log;
 use crate::os::sys::Sig;
+use crate::os::tree::Fingerprint;
 use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::run::signals::Name;
-use crate::store::tree::Fingerprint;
 use crate::store::{Holder, Store, Take};
 
 /// How often a running job's checkpoint is looked at after a

@@ -7,6 +7,8 @@
 
 pub mod alloc_guard;
 pub mod beside;
+pub mod copy;
+pub mod decimal;
 pub mod dir;
 pub mod error;
 pub mod internal_error;
@@ -15,3 +17,4 @@ pub mod personality;
 pub mod procfs;
 pub mod program;
 pub mod sys;
+pub mod tree;

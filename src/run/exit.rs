@@ -98,12 +98,12 @@ pub fn mark_outputs_changed(sandbox: Option<&OwnedFd>, not_outputs: &[OsString],
 /// buffer is then on the stack only under HTCondor, not in every run.
 #[inline(never)]
 fn mark_sandbox(dir: &OwnedFd, not_outputs: &[OsString], log: &Log) {
-    let _ = crate::store::tree::each_name(dir.as_fd(), |name| {
+    let _ = crate::os::tree::each_name(dir.as_fd(), |name| {
         let bytes = name.to_bytes();
         if bytes.starts_with(b".") || not_outputs.iter().any(|i| i.as_bytes() == bytes) {
             return Ok(());
         }
-        let Ok(stat) = crate::store::tree::stat(dir.as_fd(), name) else {
+        let Ok(stat) = crate::os::tree::stat(dir.as_fd(), name) else {
             return Ok(());
         };
         if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {

@@ -34,7 +34,7 @@ use std::time::Duration;
 use rustix::fs::{AtFlags, Mode, OFlags, Stat};
 use rustix::io::{Errno, Result};
 
-use crate::store::tree;
+use crate::os::tree;
 
 /// In the scratch directory: the kept working paths, by their names.
 pub const DIR: &CStr = c"kept";

@@ -33,8 +33,8 @@ use crate::store::archive::{Bad, Kind, Member, PATH_MAX, PathBuf, each_member};
 /// The manifest's member name.
 pub const NAME: &[u8] = b".ckptrun.xxh3";
 
-/// How much data is hashed (and copied, when writing) at a time.
-pub const CHUNK: usize = 128 * 1024;
+/// How much data is hashed at a time, through a buffer on the stack.
+const CHUNK: usize = 128 * 1024;
 
 /// One manifest line, on the stack.
 pub struct Line(heapless::Vec<u8, { 2 * PATH_MAX + 64 }>);

@@ -44,7 +44,7 @@
 pub mod archive;
 pub mod kept;
 pub mod manifest;
-pub mod tree;
+pub mod writer;
 
 use core::fmt;
 use std::cell::Cell;
@@ -56,12 +56,14 @@ use std::path::Path;
 use rustix::fs::{CWD, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use self::archive::{Bad, Writer, decimal};
-use self::tree::Fingerprint;
+use self::archive::Bad;
+use self::writer::Writer;
 use crate::os::beside::{Beside, Held};
+use crate::os::decimal;
 use crate::os::dir::dir_of;
 use crate::os::error::Error;
 use crate::os::log::Log;
+use crate::os::tree::{self, Fingerprint};
 
 /// The most `--ckpt` paths one job may have.
 pub const MAX_CKPTS: usize = 16;
@@ -183,7 +185,7 @@ impl SlotName {
         bytes[len] = b'.';
         len += 1;
         let mut digits = [0u8; 20];
-        let d = decimal(&mut digits, u64::from(slot));
+        let d = decimal::write(&mut digits, u64::from(slot));
         bytes[len..len + d.len()].copy_from_slice(d);
         Self { bytes }
     }
@@ -966,7 +968,7 @@ impl Store {
         let mut digits = [0u8; 20];
         for part in [
             &b"ckptrun store 2\ngeneration "[..],
-            decimal(&mut digits, g),
+            decimal::write(&mut digits, g),
             b"\nmode ",
             self.holder.name().as_bytes(),
             b"\n",

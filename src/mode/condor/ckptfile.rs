@@ -153,11 +153,7 @@ impl CkptFile {
     // (a frame is touched whole at entry), so supervising costs no memory.
     #[inline(never)]
     fn sum_line(&self) -> rustix::io::Result<crate::store::manifest::Line> {
-        let file = rustix::fs::open(
-            &self.c_path,
-            crate::store::tree::read_flags(),
-            Mode::empty(),
-        )?;
+        let file = rustix::fs::open(&self.c_path, crate::os::tree::read_flags(), Mode::empty())?;
         let len = rustix::fs::fstat(&file)?.st_size as u64;
         let hash = crate::store::manifest::hash_at(file.as_fd(), 0, len)?;
         let name = Path::new(OsStr::from_bytes(self.c_path.as_bytes()));
@@ -200,14 +196,14 @@ impl CkptFile {
     pub fn check_sum(&self) -> Result<Sum, Error> {
         let shown = || String::from_utf8_lossy(self.c_sum.as_bytes()).into_owned();
         let mut recorded = [0u8; 2 * crate::store::archive::PATH_MAX + 64];
-        let len =
-            match rustix::fs::open(&self.c_sum, crate::store::tree::read_flags(), Mode::empty()) {
-                Err(Errno::NOENT) => return Ok(Sum::Unknown),
-                Err(e) => return Err(Error::os(shown(), e)),
-                Ok(file) => {
-                    read_some(file.as_fd(), &mut recorded).map_err(|e| Error::os(shown(), e))?
-                }
-            };
+        let len = match rustix::fs::open(&self.c_sum, crate::os::tree::read_flags(), Mode::empty())
+        {
+            Err(Errno::NOENT) => return Ok(Sum::Unknown),
+            Err(e) => return Err(Error::os(shown(), e)),
+            Ok(file) => {
+                read_some(file.as_fd(), &mut recorded).map_err(|e| Error::os(shown(), e))?
+            }
+        };
         let line = self
             .sum_line()
             .map_err(|e| Error::os(self.path.display(), e))?;

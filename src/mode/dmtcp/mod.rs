@@ -43,15 +43,16 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use self::coordinator::{Children, Coordinator, Tools};
 use crate::config::Config;
 use crate::mode::request::{PeriodicCommits, Policy};
+use crate::os::decimal;
 use crate::os::error::{COMMIT_FAILED, Error, LAUNCHER_FAILED, NO_ANSWER};
 use crate::os::log::Log;
 use crate::os::sys::{self, Pid, Sig};
+use crate::os::tree;
 use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::run::signals::{Inherited, Name};
 use crate::run::spawn;
 use crate::run::supervise;
-use crate::store::archive::{self, Bad, decimal};
-use crate::store::tree;
+use crate::store::archive::{self, Bad};
 use crate::store::{self, Holder, Store};
 
 /// The last thing the coordinator writes for a checkpoint.
@@ -541,7 +542,7 @@ impl<'a> Dmtcp<'a> {
             if let Some(size) = fd.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
                 let mut digits = [0u8; 20];
                 meta.push(key)?;
-                meta.push(decimal(&mut digits, size.st_size as u64))?;
+                meta.push(decimal::write(&mut digits, size.st_size as u64))?;
                 meta.push(b"\n")?;
             }
         }
