@@ -91,7 +91,7 @@ fn load(
 /// Reads the whole file into `buf`; returns its length, or why not.
 /// O_NONBLOCK so that opening a FIFO cannot hang; fstat then refuses it.
 fn read(path: &OsStr, buf: &mut [u8]) -> Result<usize, &'static str> {
-    let os = |e: rustix::io::Errno| sys::strerror(e.raw_os_error());
+    let os = |e: rustix::io::Errno| sys::strerror(e);
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
     let file = rustix::fs::open(path, flags, Mode::empty()).map_err(os)?;
     let stat = rustix::fs::fstat(&file).map_err(os)?;

@@ -23,7 +23,7 @@ pub fn check_dir_writable(path: &Path, what: &str) -> Result<(), Error> {
     rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| {
         Error::usage(
             dir.display(),
-            format!("cannot write {what} there: {}", strerror(e.raw_os_error())),
+            format!("cannot write {what} there: {}", strerror(e)),
         )
     })
 }

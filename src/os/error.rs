@@ -71,11 +71,7 @@ impl Error {
 
     /// A failed system call on `what` (exit 125).
     pub fn os(what: impl fmt::Display, errno: rustix::io::Errno) -> Self {
-        Self::new(
-            &what,
-            &crate::os::sys::strerror(errno.raw_os_error()),
-            LAUNCHER_FAILED,
-        )
+        Self::new(&what, &crate::os::sys::strerror(errno), LAUNCHER_FAILED)
     }
 
     /// `what: why`, exit `code`. Not generic, and not inlined: the many

@@ -2,6 +2,8 @@
 //! `setarch ARCH -L -B -R` gives, set with personality(2) directly so that
 //! no setarch is needed on the execute node.
 
+use rustix::io::Errno;
+
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::sys;
@@ -77,12 +79,15 @@ pub fn apply(value: u32, optional: bool, log: &Log) -> Result<(), Error> {
             "{}: the kernel or a seccomp filter (Docker's default profile) forbids it; \
              run the container with --security-opt seccomp=unconfined, \
              or pass --personality-optional to run with address randomization",
-            sys::strerror(errno)
+            sys::strerror(Errno::from_raw_os_error(errno))
         )),
         Ok(_) => match sys::personality(QUERY) {
             Ok(now) if now == value => None,
             Ok(now) => Some(format!("the kernel kept 0x{now:08x}")),
-            Err(errno) => Some(format!("cannot read it back: {}", sys::strerror(errno))),
+            Err(errno) => Some(format!(
+                "cannot read it back: {}",
+                sys::strerror(Errno::from_raw_os_error(errno))
+            )),
         },
     };
     match refused {

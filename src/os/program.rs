@@ -53,11 +53,7 @@ pub fn locate(program: &OsStr, path_var: Option<OsString>) -> Result<PathBuf, Er
 /// be run, as an exec failure would be.
 pub fn check_executable(path: &Path) -> Result<(), Error> {
     let fail = |errno: rustix::io::Errno, code| {
-        Error::new(
-            &path.display(),
-            &crate::os::sys::strerror(errno.raw_os_error()),
-            code,
-        )
+        Error::new(&path.display(), &crate::os::sys::strerror(errno), code)
     };
     let st = rustix::fs::stat(path).map_err(|e| fail(e, error::NOT_FOUND))?;
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {

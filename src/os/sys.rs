@@ -26,12 +26,14 @@ pub fn errno() -> c_int {
 }
 
 /// The C library's text for an errno, without allocating (musl keeps a
-/// static table). Used on paths where formatting an `io::Error` would
-/// allocate.
-pub fn strerror(e: c_int) -> &'static str {
+/// static table): the one way ckptrun words an errno, on paths where
+/// formatting an `io::Error` would allocate. A raw errno (a call rustix
+/// does not wrap, the spawned child's report) goes through
+/// `Errno::from_raw_os_error` first.
+pub fn strerror(e: rustix::io::Errno) -> &'static str {
     // SAFETY: musl's strerror returns a pointer into a static, immutable,
     // NUL-terminated table for any input; ckptrun has one thread.
-    let text = unsafe { CStr::from_ptr(libc::strerror(e)) };
+    let text = unsafe { CStr::from_ptr(libc::strerror(e.raw_os_error())) };
     text.to_str().unwrap_or("unknown error")
 }
 

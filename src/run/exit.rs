@@ -122,7 +122,7 @@ fn mark_sandbox(dir: &OwnedFd, not_outputs: &[OsString], log: &Log) {
 fn unmarked(name: impl std::fmt::Display, e: rustix::io::Errno, log: &Log) {
     log.info(format_args!(
         "cannot mark {name} changed for HTCondor's final transfer: {}",
-        sys::strerror(e.raw_os_error())
+        sys::strerror(e)
     ));
 }
 

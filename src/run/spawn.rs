@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, pipe_with};
 use rustix::process::Pid as RPid;
 
@@ -197,11 +198,15 @@ impl SpawnError {
 impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            SpawnError::Launcher(errno) => write!(f, "cannot start it: {}", sys::strerror(errno)),
+            SpawnError::Launcher(errno) => write!(
+                f,
+                "cannot start it: {}",
+                sys::strerror(Errno::from_raw_os_error(errno))
+            ),
             SpawnError::Unreported => f.write_str(
                 "cannot start it: the child failed before exec and could not report why",
             ),
-            SpawnError::Exec(errno) => f.write_str(sys::strerror(errno)),
+            SpawnError::Exec(errno) => f.write_str(sys::strerror(Errno::from_raw_os_error(errno))),
         }
     }
 }

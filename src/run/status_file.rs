@@ -60,7 +60,7 @@ impl StatusFile {
             log.warn(format_args!(
                 "{}: cannot write the status file: {}",
                 std::ffi::OsStr::from_bytes(self.path.as_bytes()).display(),
-                sys::strerror(e.raw_os_error())
+                sys::strerror(e)
             ));
         }
     }

@@ -5,6 +5,7 @@
 use core::fmt;
 use std::time::{Duration, Instant};
 
+use rustix::io::Errno;
 use rustix::process::WaitOptions;
 
 use crate::os::log::Log;
@@ -34,7 +35,7 @@ pub fn adopt_orphans(log: &Log) {
     if let Err(e) = rustix::process::set_child_subreaper(Some(me)) {
         log.warn(format_args!(
             "cannot become a subreaper, orphans will go to init: {}",
-            sys::strerror(e.raw_os_error())
+            sys::strerror(e)
         ));
     }
 }
@@ -160,7 +161,7 @@ pub fn signal_on_parent_death(sig: Sig, was: Pid, log: &Log) {
         log.warn(format_args!(
             "--pdeathsig {}: {}",
             Name(sig),
-            sys::strerror(errno)
+            sys::strerror(Errno::from_raw_os_error(errno))
         ));
         return;
     }

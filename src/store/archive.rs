@@ -167,7 +167,7 @@ impl fmt::Display for Bad {
         match self {
             Bad::Torn => f.write_str("cut off (torn)"),
             Bad::Malformed => f.write_str("not an archive ckptrun wrote"),
-            Bad::Io(e) => f.write_str(crate::os::sys::strerror(e.raw_os_error())),
+            Bad::Io(e) => f.write_str(crate::os::sys::strerror(*e)),
         }
     }
 }

@@ -151,7 +151,7 @@ pub struct Failed {
 
 impl fmt::Display for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let why = crate::os::sys::strerror(self.errno.raw_os_error());
+        let why = crate::os::sys::strerror(self.errno);
         write!(f, "{}: {why}", self.step)
     }
 }
@@ -1021,7 +1021,7 @@ impl Store {
                     log.warn(format_args!(
                         "{}: cannot remove the committed working copy: {}",
                         c.path.display(),
-                        crate::os::sys::strerror(e.raw_os_error())
+                        crate::os::sys::strerror(e)
                     ));
                 }
             }
@@ -1040,7 +1040,7 @@ impl Store {
                     log.info(format_args!(
                         "{}: {}: not kept, the next start copies it",
                         c.path.display(),
-                        crate::os::sys::strerror(e.raw_os_error())
+                        crate::os::sys::strerror(e)
                     ));
                     self.move_back(kept.as_fd(), &self.ckpts[..i], log);
                     let _ = kept::discard(self.scratch());
@@ -1060,7 +1060,7 @@ impl Store {
                     "{}: cannot move it back from {}/kept: {}",
                     c.path.display(),
                     self.scratch_shown(),
-                    crate::os::sys::strerror(e.raw_os_error())
+                    crate::os::sys::strerror(e)
                 )),
             }
         }
@@ -1472,7 +1472,7 @@ impl Ckpt {
                 format_args!(
                     "cannot use its directory {}: {}",
                     parent.display(),
-                    crate::os::sys::strerror(e.raw_os_error())
+                    crate::os::sys::strerror(e)
                 ),
             )
         })?;

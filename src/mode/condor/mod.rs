@@ -239,7 +239,7 @@ impl Protocol for Condor {
                 if let Err(e) = self.ckpt.record_sum() {
                     log.warn(format_args!(
                         "{file}: cannot record its checksum ({}): the next restart goes unverified",
-                        crate::os::sys::strerror(e.raw_os_error())
+                        crate::os::sys::strerror(e)
                     ));
                 }
                 protocol::checkpointed(self.ckpt_exit_code, self.exit_by_signal, file, log)

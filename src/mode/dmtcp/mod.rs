@@ -1182,13 +1182,12 @@ impl Restart {
         // (Store::open); else they are extracted now.
         let extracted = store.restore_holds() == Some(self.generation);
         if !extracted {
-            tree::remove(store.scratch(), store::RESTORE)
-                .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+            tree::remove(store.scratch(), store::RESTORE).map_err(|e| fail(&sys::strerror(e)))?;
             rustix::fs::mkdirat(store.scratch(), store::RESTORE, Mode::from_raw_mode(0o700))
-                .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+                .map_err(|e| fail(&sys::strerror(e)))?;
         }
-        let restore = tree::open_dir(store.scratch(), store::RESTORE)
-            .map_err(|e| fail(&sys::strerror(e.raw_os_error())))?;
+        let restore =
+            tree::open_dir(store.scratch(), store::RESTORE).map_err(|e| fail(&sys::strerror(e)))?;
         let mut found = Vec::new();
         let done = archive::each_member(file.as_fd(), |m| {
             let path = m.path.as_bytes();
@@ -1206,10 +1205,7 @@ impl Restart {
         match done {
             Ok(()) => {}
             Err(Bad::Io(e)) => {
-                return Err(fail(&format_args!(
-                    "restore: {}",
-                    sys::strerror(e.raw_os_error())
-                )));
+                return Err(fail(&format_args!("restore: {}", sys::strerror(e))));
             }
             Err(bad) => return Err(fail(&bad)),
         }
@@ -1246,7 +1242,7 @@ fn cut_back(fd: BorrowedFd, size: u64, which: &str, log: &Log) {
         )),
         Err(e) => log.warn(format_args!(
             "{which}: cannot cut it back to its size at the checkpoint: {}",
-            sys::strerror(e.raw_os_error())
+            sys::strerror(e)
         )),
     }
 }
