@@ -1,7 +1,7 @@
 //! What a `Config` must hold together, checked once every option is set:
 //! the checks that need no file system.
 
-use super::{Config, Mode};
+use crate::config::settings::{Config, Mode};
 use crate::os::error::Error;
 
 /// PROGRAM and the options that need one another.

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use super::Config;
+use crate::config::settings::Config;
 use crate::htcondor::jobad::JobAd;
 use crate::os::error::RESERVED_CODES;
 use crate::os::log::Log;

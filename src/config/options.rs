@@ -4,8 +4,8 @@
 
 use std::ffi::OsString;
 
-use super::Config;
-use super::values::{Source, Value};
+use crate::config::settings::{Config, Mode};
+use crate::config::values::{Source, Value};
 use crate::os::error::Error;
 use crate::os::sys::Sig;
 use crate::run::signals;
@@ -190,5 +190,17 @@ fn pdeathsig(sig: Sig) -> Result<(), &'static str> {
     match sig {
         libc::SIGCHLD => Err("SIGCHLD cannot be handled like other signals"),
         _ => signals::catchable(sig),
+    }
+}
+
+impl Mode {
+    /// Its bit in an option's `modes`.
+    pub fn bit(self) -> u8 {
+        match self {
+            Mode::Condor => C,
+            Mode::SelfCkpt => S,
+            Mode::Init => I,
+            Mode::Dmtcp => D,
+        }
     }
 }

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use super::Mode;
+use crate::config::settings::Mode;
 use crate::os::error::{Error, RESERVED_CODES};
 use crate::os::personality::ArchChoice;
 use crate::os::sys::Sig;
