@@ -7,10 +7,12 @@
 //! - `dmtcp`: unmodified programs under DMTCP (§3);
 //! - `init`: no checkpoints, only a correct PID 1.
 //!
-//! `request` is the policy they share: evictions, time limits, ticks.
+//! `request` is the policy they share: evictions, time limits, ticks;
+//! `tags` names the modes that keep a store in its generations.
 
 pub mod condor;
 pub mod dmtcp;
 pub mod init;
 pub mod request;
 pub mod selfckpt;
+pub mod tags;

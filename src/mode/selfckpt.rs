@@ -18,13 +18,14 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::mode::request::{self, PeriodicCommits, Policy};
+use crate::mode::tags;
 use crate::os::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::os::log::Log;
 use crate::os::sys::Sig;
 use crate::os::tree::Fingerprint;
 use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
 use crate::run::signals::Name;
-use crate::store::{Holder, Store, Take};
+use crate::store::{Store, Take};
 
 /// How often a running job's checkpoint is looked at after a
 /// `--ckpt-continue` request, and a request retried while the job has no
@@ -95,16 +96,15 @@ impl SelfCkpt {
     /// protocol and the arguments to append to the job's own (the
     /// `--restart-arg`s, when it restarts from a checkpoint).
     pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
-        let (store, restored) = Store::open(
+        let (store, opened) = Store::open(
             &config.store,
-            &config.ckpt,
-            config.keep,
-            Holder::SelfCkpt,
+            (&config.ckpt, config.keep),
+            tags::SELF,
             config.on_damage,
+            None,
             log,
         )?;
-        // Generation 0 is the starting state, not a checkpoint.
-        let restored = restored.filter(|&g| g >= 1);
+        let restored = opened.checkpoint();
         let extra = match restored {
             Some(g) => {
                 log.info(format_args!(
@@ -126,7 +126,7 @@ impl SelfCkpt {
                 defaults.push((sig, request));
             }
         }
-        let n = store.ckpts.len();
+        let n = store.work().paths().len();
         let mut protocol = Self {
             routes: Routes::new(&defaults, &config.maps),
             request: config.ckpt_signal,
@@ -157,7 +157,7 @@ impl SelfCkpt {
     fn started(&mut self) {
         self.signalled = false;
         self.committed_in_run = false;
-        self.store.fingerprints(&mut self.committed);
+        self.store.work().fingerprints(&mut self.committed);
         self.policy.start_ticks(Instant::now());
     }
 
@@ -178,7 +178,7 @@ impl SelfCkpt {
             Phase::Idle | Phase::Asked(_) => {}
         }
         if self.keep_running {
-            self.store.fingerprints(&mut self.at_request);
+            self.store.work().fingerprints(&mut self.at_request);
         }
         self.phase = Phase::Asked(Pending {
             exit,
@@ -193,7 +193,8 @@ impl SelfCkpt {
         // Cheap first: has every path's top level been replaced?
         let replaced = self
             .store
-            .ckpts
+            .work()
+            .paths()
             .iter()
             .zip(&self.at_request)
             .all(|(c, before)| {
@@ -203,7 +204,7 @@ impl SelfCkpt {
         if !replaced {
             return false;
         }
-        self.store.fingerprints(&mut self.now);
+        self.store.work().fingerprints(&mut self.now);
         self.now.iter().zip(&self.at_request).all(|(now, before)| {
             now.is_some_and(|n| {
                 n.has_data() && before.is_none_or(|b| (b.dev, b.ino) != (n.dev, n.ino))
@@ -213,8 +214,8 @@ impl SelfCkpt {
 
     /// The job said it checkpointed: is it there, with data, and new?
     fn check_report(&mut self, log: &Log) -> bool {
-        self.store.fingerprints(&mut self.now);
-        for (c, now) in self.store.ckpts.iter().zip(&self.now) {
+        self.store.work().fingerprints(&mut self.now);
+        for (c, now) in self.store.work().paths().iter().zip(&self.now) {
             let why = match now {
                 None => "is missing",
                 Some(n) if !n.has_data() => "is empty",
@@ -240,11 +241,11 @@ impl SelfCkpt {
         true
     }
 
-    fn commit(&self, take: Take, log: &Log) -> Result<u64, ()> {
+    fn commit(&mut self, take: Take, log: &Log) -> Result<u64, ()> {
         self.store.commit(take, log).map_err(|f| {
             log.warn(format_args!(
                 "cannot commit the checkpoint to {}: {f}; the last committed one is kept (exit {COMMIT_FAILED})",
-                self.store.shown.display()
+                self.store.name()
             ));
         })
     }
@@ -328,7 +329,7 @@ impl Protocol for SelfCkpt {
                         return Action::Kill;
                     }
                     self.policy.start_ticks(Instant::now());
-                    self.store.fingerprints(&mut self.committed);
+                    self.store.work().fingerprints(&mut self.committed);
                     self.committed_in_run = true;
                     return Action::Drop;
                 }

@@ -28,27 +28,32 @@
 //! generation as it always did.
 
 use std::ffi::CStr;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use rustix::fs::{AtFlags, Mode, OFlags, Stat};
 use rustix::io::{Errno, Result};
 
+use crate::os::log::Log;
 use crate::os::tree;
+use crate::store::generation::at;
+use crate::store::scratch::Scratch;
+use crate::store::slots::Slots;
+use crate::store::working::{Ckpt, WorkingCopy};
 
 /// In the scratch directory: the kept working paths, by their names.
-pub const DIR: &CStr = c"kept";
+const DIR: &CStr = c"kept";
 /// In the scratch directory: what the kept copy must look like.
-pub const RECORD: &CStr = c"kept.record";
+const RECORD: &CStr = c"kept.record";
 /// The record being written, renamed to RECORD once whole.
-pub const RECORD_NEW: &CStr = c"kept.record-new";
+const RECORD_NEW: &CStr = c"kept.record-new";
 
 const MAGIC: &[u8] = b"ckptrun kept 2\n";
 const BUF: usize = 4096;
 
 /// A record being written, or being compared with what is there now:
 /// the same bytes go in either way.
-pub struct Record {
+struct Record {
     file: OwnedFd,
     check: bool,
     buf: [u8; BUF],
@@ -59,18 +64,18 @@ pub struct Record {
 impl Record {
     /// A new record (RECORD_NEW), opening with this boot; none where the
     /// boot cannot be known.
-    pub fn create(scratch: BorrowedFd) -> Result<Option<Self>> {
+    fn create(scratch: BorrowedFd) -> Result<Option<Self>> {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC;
         Self::open(scratch, RECORD_NEW, flags, false)?.begin()
     }
 
     /// The rest of the new record (RECORD_NEW), after what is there.
-    pub fn append(scratch: BorrowedFd) -> Result<Self> {
+    fn append(scratch: BorrowedFd) -> Result<Self> {
         Self::open(scratch, RECORD_NEW, OFlags::WRONLY | OFlags::APPEND, false)
     }
 
     /// The record `name`, to compare with; none if there is none.
-    pub fn check(scratch: BorrowedFd, name: &CStr) -> Result<Option<Self>> {
+    fn check(scratch: BorrowedFd, name: &CStr) -> Result<Option<Self>> {
         match Self::open(scratch, name, OFlags::RDONLY, true) {
             Err(Errno::NOENT) => Ok(None),
             other => other?.begin(),
@@ -126,7 +131,7 @@ impl Record {
 
     /// Every inode of `names` in the directory `dir` (each present or
     /// not); returns the latest ctime among them.
-    pub fn tree<'a>(
+    fn tree<'a>(
         &mut self,
         dir: BorrowedFd,
         names: impl Iterator<Item = &'a CStr>,
@@ -154,7 +159,7 @@ impl Record {
 
     /// The generation the kept copy stands for: its number, its slot and
     /// the slot file as it is.
-    pub fn generation(&mut self, g: u64, slot: u32, file: &Stat) -> Result<()> {
+    fn generation(&mut self, g: u64, slot: u32, file: &Stat) -> Result<()> {
         self.put(&g.to_le_bytes())?;
         self.put(&slot.to_le_bytes())?;
         self.put(&fields(file))
@@ -162,7 +167,7 @@ impl Record {
 
     /// Ends it: whether what went in is what the record holds, to its
     /// last byte (always true when writing).
-    pub fn finish(mut self) -> Result<bool> {
+    fn finish(mut self) -> Result<bool> {
         self.flush()?;
         if self.check {
             let mut more = [0u8; 1];
@@ -174,7 +179,7 @@ impl Record {
 
 /// Renames the new record over the old. Not fsync'd: after a crash the
 /// boot differs anyway.
-pub fn seal(scratch: BorrowedFd) -> Result<()> {
+fn seal(scratch: BorrowedFd) -> Result<()> {
     rustix::fs::renameat(scratch, RECORD_NEW, scratch, RECORD)
 }
 
@@ -183,7 +188,7 @@ pub fn seal(scratch: BorrowedFd) -> Result<()> {
 /// in it, waited for if need be (a clock tick at most). Any later change
 /// then gives a ctime the record does not hold. False if the tree keeps
 /// changing, or the boot cannot be known.
-pub fn record_settled<'a>(
+fn record_settled<'a>(
     scratch: BorrowedFd,
     kept: BorrowedFd,
     names: impl Iterator<Item = &'a CStr> + Clone,
@@ -256,16 +261,195 @@ pub fn discard(scratch: BorrowedFd) -> Result<()> {
 }
 
 /// `.NAME/kept`, made empty.
-pub fn make(scratch: BorrowedFd) -> Result<OwnedFd> {
+fn make(scratch: BorrowedFd) -> Result<OwnedFd> {
     discard(scratch)?;
     rustix::fs::mkdirat(scratch, DIR, Mode::RWXU)?;
     tree::open_dir(scratch, DIR)
 }
 
 /// `.NAME/kept`, if it is there.
-pub fn open(scratch: BorrowedFd) -> Result<Option<OwnedFd>> {
+fn open(scratch: BorrowedFd) -> Result<Option<OwnedFd>> {
     match tree::open_dir(scratch, DIR) {
         Err(Errno::NOENT) => Ok(None),
         other => other.map(Some),
     }
+}
+
+/// The working copy a commit made after the job ended (`Take::Move`)
+/// moved into `.NAME/kept`, and read from there into the generation.
+pub struct Kept {
+    dir: OwnedFd,
+    /// Whether its record could be written once it had settled.
+    settled: Result<bool>,
+}
+
+impl Kept {
+    /// Moves every working path into `.NAME/kept` and records them; none
+    /// (each path back where it was) if one cannot be moved, such as a
+    /// path on another filesystem: the commit then reads them where they
+    /// are.
+    pub fn take(work: &WorkingCopy, scratch: &Scratch, log: &Log) -> Option<Self> {
+        let dir = make(scratch.dir()).ok()?;
+        for (i, c) in work.paths().iter().enumerate() {
+            match rustix::fs::renameat(c.parent(), c.name(), &dir, c.name()) {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(e) => {
+                    log.info(format_args!(
+                        "{}: {}: not kept, the next start copies it",
+                        c.path.display(),
+                        crate::os::sys::strerror(e)
+                    ));
+                    move_back(dir.as_fd(), &work.paths()[..i], scratch, log);
+                    let _ = discard(scratch.dir());
+                    return None;
+                }
+            }
+        }
+        let settled = record_settled(scratch.dir(), dir.as_fd(), work.names());
+        Some(Self { dir, settled })
+    }
+
+    /// Where the paths are now, for the commit to read.
+    pub fn dir(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// The commit failed: the paths go back at once.
+    pub fn undo(self, work: &WorkingCopy, scratch: &Scratch, log: &Log) {
+        move_back(self.dir(), work.paths(), scratch, log);
+        let _ = discard(scratch.dir());
+    }
+
+    /// The commit of generation `g` into `slot` is done: seals the record
+    /// if the paths are still as it holds them.
+    pub fn seal(
+        self,
+        slots: &Slots,
+        scratch: &Scratch,
+        (g, slot): (u64, u32),
+        work: &WorkingCopy,
+        log: &Log,
+    ) {
+        let recorded = self.settled == Ok(true)
+            && seal_record(slots, scratch, self.dir(), (g, slot), work) == Ok(true);
+        log.info(format_args!(
+            "working copy {}",
+            if recorded {
+                "kept for an in-place restart"
+            } else {
+                "changed while committed: the next start copies it"
+            }
+        ));
+    }
+}
+
+/// Moves `ckpts` from `kept` back to their working paths.
+fn move_back(kept: BorrowedFd, ckpts: &[Ckpt], scratch: &Scratch, log: &Log) {
+    for c in ckpts {
+        match rustix::fs::renameat(kept, c.name(), c.parent(), c.name()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => log.warn(format_args!(
+                "{}: cannot move it back from {}/kept: {}",
+                c.path.display(),
+                scratch.path().display(),
+                crate::os::sys::strerror(e)
+            )),
+        }
+    }
+}
+
+/// Checks that the kept paths are as the new record holds them (so as
+/// they were before the commit read them), then adds the generation
+/// (its number and slot) and seals it. Whether it did.
+fn seal_record(
+    slots: &Slots,
+    scratch: &Scratch,
+    kept: BorrowedFd,
+    (g, slot): (u64, u32),
+    work: &WorkingCopy,
+) -> Result<bool> {
+    let Some(mut check) = Record::check(scratch.dir(), RECORD_NEW)? else {
+        return Ok(false);
+    };
+    check.tree(kept, work.names())?;
+    if !check.finish()? {
+        return Ok(false);
+    }
+    let slot_file = slots.stat(slot)?;
+    let mut rest = Record::append(scratch.dir())?;
+    rest.generation(g, slot, &slot_file)?;
+    rest.finish()?;
+    seal(scratch.dir())?;
+    Ok(true)
+}
+
+/// The working copy kept at the last commit, moved back into place if
+/// it is exactly the newest generation as committed: that generation's
+/// number. Otherwise it is removed (any path the restore would miss moved
+/// back first), and none.
+pub fn reuse(work: &WorkingCopy, slots: &Slots, scratch: &Scratch, log: &Log) -> Option<u64> {
+    let kept = open(scratch.dir()).ok()??;
+    let found = kept_generation(work, slots, scratch, kept.as_fd());
+    let moved = match found {
+        Some(_) => move_kept_back(work, kept.as_fd(), log),
+        None => false,
+    };
+    if found.is_none() || moved {
+        log.info(format_args!(
+            "kept working copy {}",
+            match found {
+                Some(_) => "is the newest generation as committed: moved back, not copied",
+                None => "is not the newest generation as committed: restoring from it",
+            }
+        ));
+    }
+    if found.is_none() {
+        // Back where it was, for the restore to treat as any working
+        // copy: replaced, or kept as PATH.uncommitted (a commit that was
+        // interrupted leaves it here).
+        for c in work.paths() {
+            if matches!(tree::stat(c.parent(), c.name()), Err(Errno::NOENT)) {
+                let _ = rustix::fs::renameat(&kept, c.name(), c.parent(), c.name());
+            }
+        }
+    }
+    let _ = discard(scratch.dir());
+    found.filter(|_| moved)
+}
+
+/// Moves each kept path back over its working path (a path the kept
+/// copy lacks is set aside); whether all went back.
+fn move_kept_back(work: &WorkingCopy, kept: BorrowedFd, log: &Log) -> bool {
+    for c in work.paths() {
+        let back = match tree::stat(kept, c.name()) {
+            Err(Errno::NOENT) => c.set_aside(log),
+            _ => tree::remove(c.parent(), c.name())
+                .and_then(|()| rustix::fs::renameat(kept, c.name(), c.parent(), c.name()))
+                .map_err(at("move the kept working copy back")),
+        };
+        if let Err(f) = back {
+            log.warn(format_args!(
+                "{}: {f}; restoring from the generation",
+                c.path.display()
+            ));
+            return false;
+        }
+    }
+    true
+}
+
+/// The newest generation, if `kept` is exactly it as committed.
+fn kept_generation(
+    work: &WorkingCopy,
+    slots: &Slots,
+    scratch: &Scratch,
+    kept: BorrowedFd,
+) -> Option<u64> {
+    let mut check = Record::check(scratch.dir(), RECORD).ok()??;
+    let g = slots.newest()?;
+    let slot = slots.find(g)?;
+    let slot_file = slots.stat(slot).ok()?;
+    check.tree(kept, work.names()).ok()?;
+    check.generation(g, slot, &slot_file).ok()?;
+    check.finish().ok()?.then_some(g)
 }

@@ -91,9 +91,7 @@ impl Hash {
 }
 
 /// The XXH3 of `len` bytes of `file` at `offset`.
-// Out of line: its large buffers stay off the stack of every caller
-// (a frame is touched whole at entry), so supervising costs no memory.
-#[inline(never)]
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
 pub fn hash_at(file: BorrowedFd, offset: u64, len: u64) -> Result<u64> {
     let mut hash = Hash::new();
     let mut buf = [0u8; CHUNK];
@@ -108,9 +106,7 @@ pub fn hash_at(file: BorrowedFd, offset: u64, len: u64) -> Result<u64> {
 }
 
 /// The line `member` of `archive` should have in the manifest.
-// Out of line: its large buffers stay off the stack of every caller
-// (a frame is touched whole at entry), so supervising costs no memory.
-#[inline(never)]
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
 pub fn line_of(archive: BorrowedFd, member: &Member) -> Result<Line> {
     let hash = match member.kind {
         Kind::File => hash_at(archive, member.offset, member.size)?,
@@ -139,9 +135,7 @@ pub enum Verdict {
 
 /// Checks every member of `archive`, and every byte of their data,
 /// against its manifest.
-// Out of line: its large buffers stay off the stack of every caller
-// (a frame is touched whole at entry), so supervising costs no memory.
-#[inline(never)]
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
 pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
     let mut last = None;
     each_member(archive, |m| {

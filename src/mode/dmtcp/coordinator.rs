@@ -1,17 +1,19 @@
-//! DMTCP's tools, driven as programs (`--mode dmtcp`): finding them,
-//! starting a private coordinator and learning its port, and the
-//! `dmtcp_command` calls ckptrun makes. The command lines are those of
-//! DMTCP 4 (PROTOCOLS.md §3 and issue 4 list what was observed of 4.2.0).
+//! The private coordinator (`--mode dmtcp`): started, its port learnt,
+//! one an earlier run left ended, and the `dmtcp_command` calls ckptrun
+//! makes to it built; ckptrun's children told apart from those it was
+//! started with. The command lines are those of DMTCP 4 (PROTOCOLS.md §3
+//! and issue 4 list what was observed of 4.2.0).
 
 use std::ffi::{CStr, OsStr, OsString};
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::process::WaitOptions;
 
+use crate::os::decimal;
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::sys::{self, Pid, SigSet};
@@ -26,97 +28,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The port file, in the store's scratch directory.
 pub const PORT_FILE: &CStr = c"coordinator-port";
-
-/// The four tools, as found.
-pub struct Tools {
-    pub launch: PathBuf,
-    pub coordinator: PathBuf,
-    pub command: PathBuf,
-    pub restart: PathBuf,
-}
-
-impl Tools {
-    /// Looks for each tool in ./ (a copy transferred into the sandbox
-    /// wins), then in `dir` (--dmtcp-dir), then along `path_var`.
-    pub fn find(dir: Option<&OsStr>, path_var: Option<OsString>) -> Result<Self, Error> {
-        let find = |name: &str| find_one(name, dir, path_var.as_deref());
-        Ok(Self {
-            launch: find("dmtcp_launch")?,
-            coordinator: find("dmtcp_coordinator")?,
-            command: find("dmtcp_command")?,
-            restart: find("dmtcp_restart")?,
-        })
-    }
-
-    /// Checks that the tools come with the rest of their install tree:
-    /// dmtcp_launch looks for its libraries in `../lib/dmtcp` (or
-    /// `../lib64/dmtcp`) beside its own directory, and dmtcp_restart for
-    /// `mtcp_restart` beside itself. Without them dmtcp_launch runs the
-    /// program unprotected, saying only that a library could not be
-    /// preloaded; ckptrun never starts a job it could not checkpoint.
-    pub fn check_install(&self) -> Result<(), Error> {
-        let real = |tool: &Path| {
-            tool.canonicalize()
-                .map_err(|e| Error::usage(tool.display(), e))
-        };
-        let launch = real(&self.launch)?;
-        let install = launch
-            .parent()
-            .and_then(Path::parent)
-            .unwrap_or(Path::new("/"));
-        let libs = ["lib/dmtcp", "lib64/dmtcp"].map(|d| install.join(d).join("libdmtcp.so"));
-        if !libs.iter().any(|lib| lib.is_file()) {
-            return Err(Error::usage(
-                self.launch.display(),
-                format_args!(
-                    "DMTCP's libraries are not beside it (no {}): it would run the job \
-                     unprotected; transfer the whole install tree (bin/ and lib/), not the tools alone",
-                    libs[0].display()
-                ),
-            ));
-        }
-        let restart = real(&self.restart)?;
-        let mtcp = restart.with_file_name("mtcp_restart");
-        if !mtcp.is_file() {
-            return Err(Error::usage(
-                self.restart.display(),
-                format_args!(
-                    "{} is missing: it could not restart a checkpoint; transfer the whole install tree",
-                    mtcp.display()
-                ),
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn find_one(name: &str, dir: Option<&OsStr>, path_var: Option<&OsStr>) -> Result<PathBuf, Error> {
-    let here = Path::new(".").join(name);
-    let in_dir = dir.map(|d| Path::new(d).join(name));
-    let along_path = path_var
-        .into_iter()
-        .flat_map(std::env::split_paths)
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(|d| d.join(name));
-    let found = std::iter::once(here)
-        .chain(in_dir)
-        .chain(along_path)
-        .find(|p| crate::os::program::check_executable(p).is_ok())
-        // Absolute: the coordinator runs in another directory.
-        .map(|p| match p.is_absolute() {
-            true => p,
-            false => std::env::current_dir().map_or(p.clone(), |cwd| cwd.join(&p)),
-        });
-    found.ok_or_else(|| {
-        let dir = dir.map_or(String::new(), |d| format!(", {}", d.display()));
-        Error::usage(
-            name,
-            format_args!(
-                "not found in ./{dir} or PATH (transfer the DMTCP tools into the sandbox, or name their directory with --dmtcp-dir)"
-            ),
-        )
-    })
-}
 
 /// A running private coordinator.
 pub struct Coordinator {
@@ -322,11 +233,8 @@ fn end_stale(store_id: Option<(u64, u64)>, log: &Log) {
         return;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<Pid>().ok())
-        else {
+        let name = entry.file_name();
+        let Some(pid) = decimal::parse(name.as_bytes()).and_then(|n| Pid::try_from(n).ok()) else {
             continue;
         };
         if runs_with_our_port_file(pid, store_id) && sys::kill(pid, libc::SIGKILL).is_ok() {
@@ -381,8 +289,8 @@ fn read_port(scratch: BorrowedFd) -> Option<u16> {
     .ok()?;
     let mut buf = [0u8; 16];
     let len = sys::read_fill(&fd, &mut buf).ok()?;
-    let text = core::str::from_utf8(&buf[..len]).ok()?.trim();
-    text.parse().ok().filter(|&p| p != 0)
+    let port = crate::os::decimal::parse(buf[..len].trim_ascii())?;
+    u16::try_from(port).ok().filter(|&p| p != 0)
 }
 
 /// SIGCHLD alone, to wait on.
@@ -476,32 +384,5 @@ fn reap_blocking(pid: Pid) -> Option<i32> {
     match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
         Ok(Some((_, status))) => Some(status.as_raw()),
         _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_tool_in_the_sandbox_wins_and_a_missing_one_is_named() {
-        let dir = std::env::temp_dir().join(format!("ckptrun-unit-tools-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let tool = dir.join("dmtcp_command");
-        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        let found = find_one("dmtcp_command", Some(dir.as_os_str()), None).unwrap();
-        assert_eq!(found, tool);
-        let missing = find_one(
-            "dmtcp_restart",
-            Some(dir.as_os_str()),
-            Some("/nonexistent".as_ref()),
-        )
-        .unwrap_err();
-        assert_eq!(missing.what, "dmtcp_restart");
-        assert!(missing.why.contains("not found in ./"), "{}", missing.why);
-        assert_eq!(missing.code, crate::os::error::LAUNCHER_FAILED);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,249 @@
+//! Checkpoint requests, and the commit of what they make.
+//!
+//! An eviction or an `--interval` tick asks the coordinator for a
+//! checkpoint (`Pending`): `--kcheckpoint` to checkpoint and then kill
+//! the computation, so that nothing it writes after the checkpoint is
+//! written again after the restart; `--bcheckpoint` to keep it running
+//! (`--interval-continue`). Each poll of the images directory says
+//! whether it is complete, out of time, or to be asked for again: a
+//! request that shows no sign of taking effect (a slow restart, say) is
+//! made again, first after RETRY, then twice as long each time, at most
+//! RETRY_MAX; asking again is harmless, the coordinator refuses a
+//! checkpoint while one is under way. Without a time limit, a request
+//! that never takes is given up after GIVE_UP.
+//!
+//! A complete checkpoint's images are committed as the store's next
+//! generation, with what a restart needs to know (`Place::commit`).
+
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::mode::dmtcp::coordinator::Coordinator;
+use crate::mode::dmtcp::images::ImagesDir;
+use crate::mode::dmtcp::processes::Processes;
+use crate::os::decimal;
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::os::sys::Pid;
+use crate::run::signals::Inherited;
+use crate::run::spawn;
+use crate::store::Store;
+use crate::store::generation::{Description, Failed, at};
+
+/// How often the images directory is looked at while a checkpoint is
+/// under way.
+pub const POLL: Duration = Duration::from_millis(10);
+const RETRY: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+pub const GIVE_UP: Duration = Duration::from_secs(30);
+
+/// The requests, built before the job starts.
+pub struct Requests {
+    kill: spawn::Command,
+    keep: spawn::Command,
+}
+
+impl Requests {
+    pub fn new(coordinator: &Coordinator, tool: &Path) -> Result<Self, Error> {
+        Ok(Self {
+            kill: coordinator.command(tool, &["--kcheckpoint"], None)?,
+            keep: coordinator.command(tool, &["--bcheckpoint"], None)?,
+        })
+    }
+}
+
+/// What a checkpoint asks of the computation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Asks {
+    /// Run on after it (`--bcheckpoint`): a periodic checkpoint.
+    RunOn,
+    /// Run on after it, then take one that ends the computation: an
+    /// eviction came while a `--bcheckpoint` was under way.
+    RunOnThenExit,
+    /// End with it (`--kcheckpoint`): DMTCP kills the computation once
+    /// it is checkpointed.
+    Exit,
+}
+
+/// A checkpoint requested and not yet complete.
+#[derive(Clone, Copy)]
+pub struct Pending {
+    pub asks: Asks,
+    /// An eviction asked for it (else `--interval`).
+    pub evicted: bool,
+    pub deadline: Option<Instant>,
+    asked: Instant,
+    /// The `dmtcp_command` making the request, while it runs.
+    requester: Option<Pid>,
+    pub tries: u32,
+    /// When to make the request again, until it shows in the images.
+    again_at: Option<Instant>,
+    next_poll: Instant,
+}
+
+/// What a poll of the images directory found.
+pub enum Poll {
+    Complete,
+    /// Its time limit passed first.
+    OutOfTime,
+    /// No checkpoint could be taken: given up, or the coordinator is gone.
+    GivenUp,
+    /// It does not show yet: time to ask again.
+    AskAgain,
+    Wait,
+}
+
+impl Pending {
+    pub fn new(asks: Asks, evicted: bool, deadline: Option<Instant>, now: Instant) -> Self {
+        Self {
+            asks,
+            evicted,
+            deadline,
+            asked: now,
+            requester: None,
+            tries: 0,
+            again_at: None,
+            next_poll: now + POLL,
+        }
+    }
+
+    /// The computation ends with it, or after it.
+    pub fn exit(&self) -> bool {
+        self.asks != Asks::RunOn
+    }
+
+    /// An eviction while this runs: it is committed, then one that ends
+    /// the computation is taken (so that nothing the job writes after it
+    /// is written again on restart).
+    pub fn then_exit(&mut self, evicted: bool, deadline: Option<Instant>, log: &Log) {
+        if self.asks == Asks::RunOn {
+            log.info(format_args!(
+                "a checkpoint is under way: it is committed, then the eviction's taken"
+            ));
+            self.asks = Asks::RunOnThenExit;
+            self.evicted |= evicted;
+            self.deadline = deadline.or(self.deadline);
+        }
+    }
+
+    /// When it next wants a look.
+    pub fn wake_at(&self) -> Option<Instant> {
+        [Some(self.next_poll), self.again_at, self.deadline]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Sends the request (`joined`: the coordinator has seen the job
+    /// through), or before that only plans to.
+    pub fn send(
+        &mut self,
+        joined: bool,
+        (requests, procs, inherited): (&Requests, &mut Processes, &Inherited),
+        log: &Log,
+    ) {
+        if !joined {
+            self.again_at = Some(Instant::now() + POLL);
+            return;
+        }
+        self.tries += 1;
+        let backoff = RETRY * 2u32.saturating_pow(self.tries.min(8) - 1);
+        self.again_at = Some(Instant::now() + backoff.min(RETRY_MAX));
+        if self.requester.is_some() {
+            return;
+        }
+        let (request, verb) = match self.asks {
+            Asks::Exit => (&requests.kill, "--kcheckpoint"),
+            // Once it is committed, one that ends the computation.
+            Asks::RunOn | Asks::RunOnThenExit => (&requests.keep, "--bcheckpoint"),
+        };
+        match procs.helper(request, inherited) {
+            Ok(pid) => {
+                self.requester = Some(pid);
+                if self.tries == 1 {
+                    log.info(format_args!("checkpoint requested (dmtcp_command {verb})"));
+                }
+            }
+            Err(e) => log.warn(format_args!("dmtcp_command: {e}")),
+        }
+    }
+
+    /// The `dmtcp_command` `pid` has ended: whether it was its requester.
+    pub fn requester_ended(&mut self, pid: Pid) -> bool {
+        let was = self.requester == Some(pid);
+        if was {
+            self.requester = None;
+        }
+        was
+    }
+
+    /// Looks at the images directory now.
+    pub fn poll(&mut self, images: &ImagesDir, procs: &Processes, now: Instant) -> Poll {
+        if images.complete() {
+            return Poll::Complete;
+        }
+        if self.deadline.is_some_and(|t| t <= now) {
+            return Poll::OutOfTime;
+        }
+        self.next_poll = now + POLL;
+        if self.again_at.is_some_and(|t| t <= now) && !images.under_way() {
+            let given_up = self.deadline.is_none() && now - self.asked >= GIVE_UP;
+            if given_up || procs.coordinator_gone() {
+                return Poll::GivenUp;
+            }
+            return Poll::AskAgain;
+        }
+        Poll::Wait
+    }
+}
+
+/// Where the computation's state lives.
+pub struct Place {
+    pub store: Store,
+    /// Where DMTCP writes images.
+    pub images: ImagesDir,
+    /// ckptrun's working directory, recorded with each generation.
+    pub cwd: PathBuf,
+    /// `--stdout` and `--stderr`, whose sizes each generation records.
+    pub outputs: [Option<OwnedFd>; 2],
+}
+
+impl Place {
+    /// Commits the images as the next generation, with what a restart
+    /// needs to know; then empties the images directory.
+    pub fn commit(&mut self, log: &Log) -> Result<u64, Failed> {
+        let extra = self.describe()?;
+        let done = self.store.commit_dir(self.images.dir(), &extra, log);
+        if done.is_ok() {
+            self.images
+                .empty()
+                .map_err(at("empty the images directory"))?;
+        }
+        done
+    }
+
+    /// `images-dir PATH\ncwd PATH\nstdout-size N\nstderr-size N\n`, on
+    /// the stack.
+    fn describe(&self) -> Result<Description, Failed> {
+        let mut meta = Description::extra();
+        meta.push(b"images-dir ")?;
+        meta.push(self.images.at().as_os_str().as_bytes())?;
+        meta.push(b"\ncwd ")?;
+        meta.push(self.cwd.as_os_str().as_bytes())?;
+        meta.push(b"\n")?;
+        for (key, fd) in [&b"stdout-size "[..], b"stderr-size "]
+            .iter()
+            .zip(&self.outputs)
+        {
+            if let Some(size) = fd.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
+                let mut digits = [0u8; 20];
+                meta.push(key)?;
+                meta.push(decimal::write(&mut digits, size.st_size as u64))?;
+                meta.push(b"\n")?;
+            }
+        }
+        Ok(meta)
+    }
+}

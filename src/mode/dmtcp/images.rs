@@ -1,0 +1,169 @@
+//! The images directory, where DMTCP writes a checkpoint: `DIR/ckptrun.ID`
+//! (`--images-dir DIR`, default /tmp). It must be a real directory at a
+//! path that is the same on every node: DMTCP saves copies of some files
+//! (open but deleted ones; as root, glibc's gconv-modules.cache) beside
+//! the images and records them by absolute path, and a restarted process
+//! records its checkpoint directory with symlinks resolved.
+//!
+//! A checkpoint is complete when the coordinator has written its restart
+//! script (after every image) and no image is still a `.temp`; DMTCP
+//! 4.2.0's `dmtcp_command` returns before that, so ckptrun looks. Nothing
+//! here allocates but `make` and `new_name`, before the job starts.
+
+use std::ffi::{CStr, OsString};
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::os::error::Error;
+use crate::os::tree;
+
+/// The last thing the coordinator writes for a checkpoint.
+const RESTART_SCRIPT: &CStr = c"dmtcp_restart_script.sh";
+
+/// A DMTCP image: a top-level `ckpt_*.dmtcp`.
+pub fn is_image(path: &[u8]) -> bool {
+    path.starts_with(b"ckpt_") && path.ends_with(b".dmtcp") && !path.contains(&b'/')
+}
+
+/// The copies of saved files DMTCP keeps beside an image:
+/// `ckpt_*_files/`, by the first component of their path.
+pub fn is_saved_files(path: &[u8]) -> bool {
+    let top = path.split(|&b| b == b'/').next().unwrap_or(b"");
+    top.starts_with(b"ckpt_") && top.ends_with(b"_files")
+}
+
+pub struct ImagesDir {
+    dir: OwnedFd,
+    at: PathBuf,
+}
+
+impl ImagesDir {
+    /// The images directory at `at`, ready: a real directory of our own,
+    /// empty, made (mode 0700) in `--images-dir`, which must exist; one
+    /// that exists must be ours and not a symlink (/tmp is shared).
+    pub fn make(at: PathBuf) -> Result<Self, Error> {
+        let fail = |e: Errno| Error::os(at.display(), e);
+        match rustix::fs::mkdir(at.as_os_str(), Mode::from_raw_mode(0o700)) {
+            Ok(()) => {}
+            Err(Errno::NOENT) => {
+                let dir = at.parent().unwrap_or(&at);
+                return Err(Error::usage(
+                    format_args!("--images-dir {}", dir.display()),
+                    "no such directory (DMTCP's images go there; it must exist on every node)",
+                ));
+            }
+            Err(Errno::EXIST) => {
+                let st = rustix::fs::lstat(at.as_os_str()).map_err(fail)?;
+                let ours = st.st_uid == rustix::process::geteuid().as_raw();
+                if FileType::from_raw_mode(st.st_mode) != FileType::Directory || !ours {
+                    return Err(Error::usage(
+                        at.display(),
+                        "exists and is not a directory of ckptrun's (this user's)",
+                    ));
+                }
+            }
+            Err(e) => return Err(fail(e)),
+        }
+        let dir = rustix::fs::open(
+            at.as_os_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(fail)?;
+        tree::empty(dir.as_fd()).map_err(fail)?;
+        Ok(Self { dir, at })
+    }
+
+    /// `ckptrun.` and 16 random hex digits: a new images directory's name.
+    pub fn new_name() -> Result<OsString, Error> {
+        let mut bytes = [0u8; 8];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .map_err(|e| Error::usage("/dev/urandom", e))?;
+        Ok(format!("ckptrun.{:016x}", u64::from_be_bytes(bytes)).into())
+    }
+
+    pub fn dir(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// Its path.
+    pub fn at(&self) -> &Path {
+        &self.at
+    }
+
+    /// Removes what it holds.
+    pub fn empty(&self) -> rustix::io::Result<()> {
+        tree::empty(self.dir())
+    }
+
+    /// Empties and removes it.
+    pub fn remove(&self) {
+        let _ = self.empty();
+        let _ = rustix::fs::rmdir(self.at.as_os_str());
+    }
+
+    /// Whether it holds a complete checkpoint: the restart script the
+    /// coordinator writes last, at least one non-empty `ckpt_*.dmtcp`, and
+    /// no image still being written (`*.temp`).
+    pub fn complete(&self) -> bool {
+        let images = self.dir();
+        // Follows the symlink: its target must be there too.
+        if rustix::fs::statat(images, RESTART_SCRIPT, AtFlags::empty()).is_err() {
+            return false;
+        }
+        let mut found = 0;
+        let mut temp = false;
+        let listed = each_name(images, |name| {
+            if name.to_bytes().ends_with(b".temp") {
+                temp = true;
+            }
+            if is_image(name.to_bytes())
+                && rustix::fs::statat(images, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                    FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_size > 0
+                })
+            {
+                found += 1;
+            }
+        });
+        listed && !temp && found > 0
+    }
+
+    /// Whether a checkpoint shows: an image, whole or being written.
+    pub fn under_way(&self) -> bool {
+        let mut any = false;
+        each_name(self.dir(), |name| {
+            let name = name.to_bytes();
+            any |= name.starts_with(b"ckpt_")
+                && (name.ends_with(b".dmtcp") || name.ends_with(b".dmtcp.temp"));
+        });
+        any
+    }
+}
+
+/// Calls `f` with each name in `dir`; whether it could list it all.
+fn each_name(dir: BorrowedFd, mut f: impl FnMut(&CStr)) -> bool {
+    tree::each_name(dir, |name| {
+        f(name);
+        Ok(())
+    })
+    .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_names() {
+        assert!(is_image(b"ckpt_foo_4a1b-40000-5f2a.dmtcp"));
+        assert!(!is_image(b"ckpt_foo_4a1b.dmtcp.temp"));
+        assert!(!is_image(b"dmtcp_restart_script.sh"));
+        assert!(is_saved_files(b"ckpt_foo_4a1b-40000-5f2a_files/x"));
+        assert!(!is_saved_files(b"ckpt_foo.dmtcp"));
+    }
+}

@@ -1,0 +1,259 @@
+//! The plan of a dmtcp mode start, before the job runs (it may allocate):
+//! find the tools, open the store (its images extracted beside the
+//! check, see `restart`), make the images directory, start a private
+//! coordinator, and build every command the run will need: the job's
+//! (`dmtcp_launch ... PROGRAM ARG...`, or `dmtcp_restart ... IMAGE...`
+//! when the store holds a committed checkpoint), the requests, `--status`
+//! and `--quit`. A start that fails from the images directory on leaves
+//! no images directory, nor a coordinator, behind.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::mode::dmtcp::checkpoint::{Place, Requests};
+use crate::mode::dmtcp::coordinator::{Children, Coordinator};
+use crate::mode::dmtcp::images::ImagesDir;
+use crate::mode::dmtcp::join::Status;
+use crate::mode::dmtcp::processes::Processes;
+use crate::mode::dmtcp::restart::{Images, Restart};
+use crate::mode::dmtcp::tools::{Tools, find_tools};
+use crate::mode::tags;
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::run::signals::Inherited;
+use crate::run::spawn;
+use crate::store::scratch::RESTORE;
+use crate::store::{Opened, Store};
+
+/// What the plan made ready, for `Dmtcp::new`.
+pub struct Parts {
+    pub place: Place,
+    pub procs: Processes,
+    pub requests: Requests,
+    pub status: Status,
+    /// A restart of this many images (else a launch).
+    pub restart: Option<usize>,
+}
+
+/// The commands the run needs, built once the coordinator runs.
+struct Commands {
+    job: spawn::Command,
+    requests: Requests,
+    status: Status,
+}
+
+/// Plans the start; returns its parts and the command that starts the
+/// job (`path` is PROGRAM as found).
+pub fn make(
+    config: &Config,
+    path: &Path,
+    stdio: &spawn::Stdio,
+    inherited: &Inherited,
+    log: &Log,
+) -> Result<(Parts, spawn::Command), Error> {
+    let tools = find_tools(config, path)?;
+    let children = Children::before_start(crate::os::procfs::is_ours());
+    let store_at = (&config.store, (&[][..], config.keep));
+    let (store, opened) = Store::open(
+        store_at.0,
+        store_at.1,
+        tags::DMTCP,
+        config.on_damage,
+        Some(&mut Images),
+        log,
+    )?;
+    let cwd = std::env::current_dir().map_err(|e| Error::usage("the working directory", e))?;
+    let outputs = stdio.outputs();
+    let start = Start::prepare(config, (&store, opened), &cwd, &outputs, log)?;
+    let scratch_at = absolute(store.scratch_path(), &cwd);
+    let coordinator = Coordinator::start(
+        &tools.coordinator,
+        store.scratch(),
+        &scratch_at,
+        start.images.at(),
+        &children,
+        inherited,
+        log,
+    )
+    .inspect_err(|_| start.images.remove())?;
+    let quit = coordinator
+        .command(&tools.command, &["--quit"], None)
+        .inspect_err(|_| abandon(&coordinator, None, &start, inherited))?;
+    let commands = commands(config, path, &tools, &coordinator, &start, log)
+        .inspect_err(|_| abandon(&coordinator, Some(&quit), &start, inherited))?;
+    let parts = Parts {
+        restart: start.restart.as_ref().map(|_| start.paths.len()),
+        place: Place {
+            store,
+            images: start.images,
+            cwd,
+            outputs,
+        },
+        procs: Processes::new(children, coordinator.pid, quit),
+        requests: commands.requests,
+        status: commands.status,
+    };
+    Ok((parts, commands.job))
+}
+
+/// The coordinator of a start that will not happen is ended, and its
+/// images directory removed.
+fn abandon(
+    coordinator: &Coordinator,
+    quit: Option<&spawn::Command>,
+    start: &Start,
+    inherited: &Inherited,
+) {
+    coordinator.abandon(quit, inherited);
+    start.images.remove();
+}
+
+/// The job's command and the requests' and `--status`'s.
+fn commands(
+    config: &Config,
+    path: &Path,
+    tools: &Tools,
+    coordinator: &Coordinator,
+    start: &Start,
+    log: &Log,
+) -> Result<Commands, Error> {
+    Ok(Commands {
+        job: job_command(config, path, tools, coordinator, start, log)?,
+        requests: Requests::new(coordinator, &tools.command)?,
+        status: Status::new(coordinator, &tools.command)?,
+    })
+}
+
+/// How this start runs the job: a restart of the store's newest intact
+/// checkpoint, or a launch; and the images directory either writes into.
+struct Start {
+    restart: Option<Restart>,
+    images: ImagesDir,
+    /// The images, for dmtcp_restart.
+    paths: Vec<OsString>,
+}
+
+impl Start {
+    /// Leaves no images directory behind if it fails.
+    fn prepare(
+        config: &Config,
+        (store, opened): (&Store, Opened),
+        cwd: &Path,
+        outputs: &[Option<std::os::fd::OwnedFd>; 2],
+        log: &Log,
+    ) -> Result<Self, Error> {
+        let restart = match opened {
+            // Generation 0 is the starting state: no images.
+            Opened::Restored(g) if g.number >= 1 => {
+                let slot = store.slot_of(g.number).to_string();
+                Some(Restart::prepare(g, slot, cwd, outputs, log)?)
+            }
+            _ => None,
+        };
+        let at = match &restart {
+            Some(r) => r.images_at.clone(),
+            None => absolute(Path::new(&config.images_dir), cwd).join(ImagesDir::new_name()?),
+        };
+        let images = ImagesDir::make(at)?;
+        let restore_at = absolute(store.scratch_path(), cwd)
+            .join(std::ffi::OsStr::from_bytes(RESTORE.to_bytes()));
+        let paths = match &restart {
+            Some(r) => r
+                .unpack(images.dir(), &restore_at)
+                .inspect_err(|_| images.remove())?,
+            None => Vec::new(),
+        };
+        Ok(Self {
+            restart,
+            images,
+            paths,
+        })
+    }
+}
+
+/// The job's command: `dmtcp_restart` of a generation's images, or
+/// `dmtcp_launch PROGRAM ARG...`; joining the coordinator, writing images
+/// into the images directory. It dies with ckptrun.
+fn job_command(
+    config: &Config,
+    path: &Path,
+    tools: &Tools,
+    coordinator: &Coordinator,
+    start: &Start,
+    log: &Log,
+) -> Result<spawn::Command, Error> {
+    let mut args = coordinator.address().to_vec();
+    args.extend([
+        "--join-coordinator".into(),
+        "--ckptdir".into(),
+        start.images.at().into(),
+        // Notes and warnings would land in the job's stderr.
+        "--quiet".into(),
+        "--quiet".into(),
+    ]);
+    let job = match &start.restart {
+        Some(r) => {
+            log.info(format_args!(
+                "restart from generation {} ({}): dmtcp_restart, {} image(s)",
+                r.generation,
+                r.slot,
+                start.paths.len()
+            ));
+            args.extend(start.paths.iter().cloned());
+            spawn::Command::new(&tools.restart, "dmtcp_restart".as_ref(), &args, &[])?
+        }
+        None => {
+            log.info(format_args!(
+                "fresh start: dmtcp_launch, images in {}",
+                start.images.at().display()
+            ));
+            args.push(program_argument(&config.program, path));
+            spawn::Command::new(&tools.launch, "dmtcp_launch".as_ref(), &args, &config.args)?
+        }
+    };
+    Ok(job.dies_with_ckptrun())
+}
+
+/// PROGRAM as dmtcp_launch gets it: as given, unless it starts with `-`
+/// (dmtcp_launch would take it for an option): then the path found.
+fn program_argument(program: &OsString, found: &Path) -> OsString {
+    if !program.as_bytes().starts_with(b"-") {
+        return program.clone();
+    }
+    match found.as_os_str().as_bytes().starts_with(b"-") {
+        true => Path::new(".").join(found).into_os_string(),
+        false => found.as_os_str().to_os_string(),
+    }
+}
+
+fn absolute(path: &Path, cwd: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_that_looks_like_an_option_is_given_as_a_path() {
+        assert_eq!(
+            program_argument(&"./foo".into(), Path::new("./foo")),
+            "./foo"
+        );
+        assert_eq!(
+            program_argument(&"foo".into(), Path::new("/usr/bin/foo")),
+            "foo"
+        );
+        assert_eq!(program_argument(&"-x".into(), Path::new("-x")), "./-x");
+        assert_eq!(
+            program_argument(&"-x".into(), Path::new("/opt/bin/-x")),
+            "/opt/bin/-x"
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! A restart's copy of a generation, made while the generation is
+//! verified (see `verify`) and put in place only once it is found intact:
+//! nothing the job has is touched before the verdict.
+//!
+//! What is copied is what the mode hands the store: the working copy
+//! (`--ckpt` paths, see `working`), and whatever else the mode extracts
+//! through `Extract` into the scratch's `restore` directory (dmtcp mode:
+//! its images, which it knows by name). A copy that could not be made
+//! beside what it replaces (a full disk) is made again once the working
+//! paths are removed.
+
+use std::os::fd::{AsFd, BorrowedFd};
+
+use crate::os::log::Log;
+use crate::os::tree;
+use crate::store::generation::{Failed, Meta, at};
+use crate::store::scratch::{RESTORE, Scratch};
+use crate::store::working::WorkingCopy;
+
+/// What a mode extracts of the generation it restarts from, beyond the
+/// working paths. Called while the generation is verified.
+pub trait Extract {
+    /// Whether generation `meta` holds anything for it.
+    fn wants(&self, meta: &Meta) -> bool;
+    /// Extracts what it needs of the archive `archive` into the empty
+    /// directory `into` (the scratch's `restore`).
+    fn extract(&mut self, archive: BorrowedFd, into: BorrowedFd) -> Result<(), Failed>;
+}
+
+pub struct Restore<'a, 'e> {
+    work: &'a mut WorkingCopy,
+    extract: Option<&'e mut dyn Extract>,
+    scratch: &'a Scratch,
+    /// `restore` holds what `extract` made of the generation prepared.
+    extracted: bool,
+}
+
+/// Whether the copies of a generation were made, or why not.
+pub type Prepared = Result<(), Failed>;
+
+impl<'a, 'e> Restore<'a, 'e> {
+    pub fn new(
+        work: &'a mut WorkingCopy,
+        extract: Option<&'e mut dyn Extract>,
+        scratch: &'a Scratch,
+    ) -> Self {
+        Self {
+            work,
+            extract,
+            scratch,
+            extracted: false,
+        }
+    }
+
+    /// Whether generation `meta` has anything to copy (else it is only
+    /// verified).
+    pub fn wants(&self, meta: &Meta) -> bool {
+        !self.work.is_empty() || self.extract.as_ref().is_some_and(|e| e.wants(meta))
+    }
+
+    /// Makes the copies of the generation `archive` (described by `meta`)
+    /// beside where they go.
+    pub fn prepare(&mut self, archive: BorrowedFd, meta: &Meta) -> Prepared {
+        if let Some(extract) = self.extract.as_deref_mut()
+            && extract.wants(meta)
+        {
+            let into = self.scratch.fresh_dir(RESTORE).map_err(at("restore"))?;
+            self.extracted = true;
+            extract.extract(archive, into.as_fd())?;
+        }
+        self.work.prepare(archive)
+    }
+
+    /// Removes the copies `prepare` made: the generation is damaged.
+    pub fn unprepare(&mut self) {
+        self.work.unprepare();
+        if self.extracted {
+            let _ = tree::remove(self.scratch.dir(), RESTORE);
+            self.extracted = false;
+        }
+    }
+
+    /// The generation is intact: puts its copies in place; if they could
+    /// not be made (`prepared`), makes them again once the working paths
+    /// are out of the way.
+    pub fn put_in_place(
+        &mut self,
+        archive: BorrowedFd,
+        meta: &Meta,
+        prepared: Prepared,
+        log: &Log,
+    ) -> Result<(), Failed> {
+        if prepared.is_err() {
+            self.unprepare();
+            self.work.make_room()?;
+            self.prepare(archive, meta)?;
+        }
+        self.work.put_in_place(log)
+    }
+
+    /// No generation stands behind the working paths: each is set aside.
+    pub fn set_aside(&self, log: &Log) -> Result<(), Failed> {
+        self.work.set_aside(log)
+    }
+}

@@ -1,0 +1,118 @@
+//! The store's scratch directory, `.NAME` beside the slots: where a
+//! commit builds its archive, where a damaged or failed generation is set
+//! aside, where a mode's files are extracted for a restart, and where the
+//! working copy is kept for an in-place restart (see `kept`). HTCondor
+//! never uploads a directory, so nothing here travels. It is locked
+//! (flock) while ckptrun runs: one run per store.
+
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use rustix::fs::{FileType, Mode};
+use rustix::io::Errno;
+
+use crate::os::dir::dir_of;
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::os::tree;
+use crate::store::generation::{Failed, at};
+use crate::store::slots::Name;
+
+/// The archive being written.
+pub const BUILDING: &CStr = c"building";
+/// The manifest of the archive being written.
+pub const SUMS: &CStr = c"sums";
+/// The generation a restart failed from (`--restart-grace`).
+pub const FAILED: &CStr = c"failed";
+/// What a mode extracts from a generation to restart from it.
+pub const RESTORE: &CStr = c"restore";
+
+pub struct Scratch {
+    dir: OwnedFd,
+    /// Its path (relative if NAME is), for messages.
+    path: PathBuf,
+}
+
+impl Scratch {
+    /// Opens (making it if need be) the scratch directory of the store
+    /// `name` and takes its lock; refuses an older ckptrun's store.
+    pub fn lock(name: &Name) -> Result<Self, Error> {
+        let shown = name.shown.display();
+        match tree::stat(name.dir.as_fd(), &name.base) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                return Err(Error::usage(
+                    shown,
+                    "is a directory: a store of an older ckptrun (generations in directories); \
+                     this one keeps them in the files NAME.0, NAME.1, ...: move it away, or name another --store",
+                ));
+            }
+            _ => {}
+        }
+        let mut dot = OsString::from(".");
+        dot.push(OsStr::from_bytes(name.base.to_bytes()));
+        let path = dir_of(std::path::Path::new(&name.shown)).join(&dot);
+        let dir = open(name.dir.as_fd(), &dot).map_err(|e| Error::os(path.display(), e))?;
+        // One run per store: another would commit into it or clean its
+        // scratch. Held until ckptrun exits (the descriptor is
+        // close-on-exec: no child keeps it).
+        rustix::fs::flock(&dir, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+            |e| match e {
+                Errno::WOULDBLOCK => Error::usage(shown, "is in use by another ckptrun"),
+                e => Error::os(shown, e),
+            },
+        )?;
+        Ok(Self { dir, path })
+    }
+
+    pub fn dir(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// Its path (relative if NAME is).
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Removes what an interrupted commit or restart left.
+    pub fn clean(&self, log: &Log) -> Result<(), Failed> {
+        for name in [BUILDING, SUMS, RESTORE] {
+            if tree::stat(self.dir(), name).is_ok() {
+                tree::remove(self.dir(), name).map_err(at("remove scratch"))?;
+                log.info(format_args!(
+                    "removed {}/{}: left by an interrupted run",
+                    self.path.display(),
+                    name.to_string_lossy()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `name` here a new, empty directory of ckptrun's own.
+    pub fn fresh_dir(&self, name: &CStr) -> rustix::io::Result<OwnedFd> {
+        tree::remove(self.dir(), name)?;
+        rustix::fs::mkdirat(self.dir(), name, Mode::from_raw_mode(0o700))?;
+        tree::open_dir(self.dir(), name)
+    }
+}
+
+/// `damaged.NN`: where the damaged generation of slot NN is set aside.
+pub fn damaged_name(slot: u32) -> [u8; 11] {
+    let mut name = *b"damaged.00\0";
+    name[8] = b'0' + (slot / 10) as u8;
+    name[9] = b'0' + (slot % 10) as u8;
+    name
+}
+
+/// Opens (creating it if need be) the directory `name` in `parent`: a
+/// directory of our own, never a symlink.
+fn open(parent: BorrowedFd, name: &OsStr) -> rustix::io::Result<OwnedFd> {
+    let name = CString::new(name.as_bytes()).map_err(|_| Errno::INVAL)?;
+    match rustix::fs::mkdirat(parent, &name, Mode::from_raw_mode(0o755)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e),
+    }
+    tree::open_dir(parent, &name)
+}

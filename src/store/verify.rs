@@ -1,0 +1,233 @@
+//! Verification and damage: how a generation is found intact, and what
+//! happens to one that is not.
+//!
+//! - Before any restart the chosen generation is checked in full against
+//!   its manifest (see `manifest`), by a child process while this one
+//!   makes the restart's copies of it (see `restore`): on two cores the
+//!   check then costs little beside the copy.
+//! - A damaged generation is never restored: the newest intact one below
+//!   it is, and stderr says what was lost (`newest_intact`). Its slot is
+//!   marked damaged, so the next commits replace it first.
+//! - With none intact, the start refuses (exit 125), or with
+//!   `--fresh-if-damaged` sets the damaged ones aside in the scratch
+//!   directory (`damaged.NN`) and starts afresh (`none_intact`).
+//! - A generation a restart failed from (`--restart-grace`) is moved to
+//!   the scratch's `failed`, an empty file in its slot (`set_failed_aside`).
+
+use core::fmt;
+use std::ffi::CStr;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::io::Errno;
+
+use crate::os::beside::Beside;
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::store::archive::{Bad, PathBuf};
+use crate::store::generation::{Failed, Generation, Meta, at};
+use crate::store::manifest;
+use crate::store::restore::{Prepared, Restore};
+use crate::store::scratch::{FAILED, Scratch, damaged_name};
+use crate::store::slots::{SlotSet, Slots};
+
+/// What the start does when no generation in the store is intact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDamage {
+    /// Refuse to start (exit 125): the user decides.
+    Refuse,
+    /// Keep the damaged generations aside and start as a first start
+    /// (`--fresh-if-damaged`).
+    StartAfresh,
+}
+
+/// Why a generation cannot be restored.
+// Large, on the stack on purpose: it may be made after the job started,
+// when nothing allocates.
+#[allow(clippy::large_enum_variant)]
+enum Damage {
+    Archive(Bad),
+    NoManifest,
+    Member(PathBuf),
+    Missing,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Damage::Archive(bad) => write!(f, "{bad}"),
+            Damage::NoManifest => f.write_str("its manifest is missing"),
+            Damage::Member(path) => write!(f, "member {path} does not match its checksum"),
+            Damage::Missing => f.write_str("members its manifest lists are missing"),
+        }
+    }
+}
+
+/// What verifying a generation found.
+#[allow(clippy::large_enum_variant)]
+enum Check {
+    Intact,
+    /// Written by an older ckptrun (store 1), without checksums.
+    Unverified,
+    Damaged(Damage),
+}
+
+/// Verifies the generation in `file`, described by `meta`.
+fn check(file: BorrowedFd, meta: &Meta) -> Check {
+    match manifest::verify(file) {
+        Ok(manifest::Verdict::Intact) => Check::Intact,
+        Ok(manifest::Verdict::NoManifest) if meta.is_store_1() => Check::Unverified,
+        Ok(manifest::Verdict::NoManifest) => Check::Damaged(Damage::NoManifest),
+        Ok(manifest::Verdict::Damaged(Some(path))) => Check::Damaged(Damage::Member(path)),
+        Ok(manifest::Verdict::Damaged(None)) => Check::Damaged(Damage::Missing),
+        Err(bad) => Check::Damaged(Damage::Archive(bad)),
+    }
+}
+
+/// The newest generation (older than `below`, if given) that is intact,
+/// verified in full, with its copies made (see `restore`) beside the
+/// check. Each damaged one on the way is said on stderr and its slot
+/// marked damaged.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+pub fn newest_intact(
+    slots: &mut Slots,
+    below: Option<u64>,
+    restore: &mut Restore<'_, '_>,
+    log: &Log,
+) -> Result<Option<(Generation, Prepared)>, Failed> {
+    slots.scan(Some(log))?;
+    let mut bad = slots.bad();
+    let mut newer = below;
+    // The damaged generation last seen, said once the next is known.
+    let mut pending: Option<(u64, u32, Damage)> = None;
+    while let Some((g, slot)) = slots.below(newer) {
+        newer = Some(g);
+        let (file, meta) = slots.open(slot)?;
+        let (verdict, prepared) = check_preparing(file.as_fd(), &meta, restore);
+        if let Check::Damaged(why) = verdict {
+            restore.unprepare();
+            bad.insert(slot);
+            if let Some(older) = pending.replace((g, slot, why)) {
+                say_damaged(slots, older, None, log);
+            }
+            continue;
+        }
+        match pending.take() {
+            Some(damaged) => say_damaged(slots, damaged, Some((g, slot)), log),
+            None if matches!(verdict, Check::Unverified) => log.warn(format_args!(
+                "{}: generation {g} was written by an older ckptrun, without checksums: restored unverified",
+                slots.at(slot)
+            )),
+            None => {}
+        }
+        slots.mark_damaged(bad);
+        let number = g;
+        return Ok(Some((Generation { number, file, meta }, prepared)));
+    }
+    if let Some(damaged) = pending {
+        say_damaged(slots, damaged, None, log);
+    }
+    slots.mark_damaged(bad);
+    Ok(None)
+}
+
+/// Verifies generation `file` in a child process (`Beside`) while this
+/// one makes the restart's copies of it. Where the child gives no
+/// verdict, the check is made here.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Check, Prepared) {
+    if !restore.wants(meta) {
+        return (check(file, meta), Ok(()));
+    }
+    let beside = Beside::start(|| {
+        Some(match check(file, meta) {
+            Check::Intact => 0,
+            Check::Unverified => 1,
+            Check::Damaged(_) => 2,
+        })
+    });
+    let prepared = restore.prepare(file, meta);
+    let verdict = match beside.and_then(Beside::result) {
+        Some(0) => Check::Intact,
+        Some(1) => Check::Unverified,
+        // Damaged (why is found again here), or no verdict.
+        _ => check(file, meta),
+    };
+    (verdict, prepared)
+}
+
+/// One line on stderr for a damaged generation, and the one restored
+/// instead, if any: the user must learn that work was lost.
+fn say_damaged(
+    slots: &Slots,
+    (g, slot, why): (u64, u32, Damage),
+    then: Option<(u64, u32)>,
+    log: &Log,
+) {
+    match then {
+        Some((older, at)) => log.warn(format_args!(
+            "{}: generation {g} is damaged ({why}): restarting from generation {older} ({}), \
+             the job's work after it is lost",
+            slots.at(slot),
+            slots.at(at)
+        )),
+        None => log.warn(format_args!(
+            "{}: generation {g} is damaged ({why}); it is not restored",
+            slots.at(slot)
+        )),
+    }
+}
+
+/// No generation is intact: refuse, or set the damaged ones aside in the
+/// scratch directory and the working paths beside them, for a first
+/// start.
+pub fn none_intact(
+    slots: &mut Slots,
+    scratch: &Scratch,
+    restore: &Restore<'_, '_>,
+    on_damage: OnDamage,
+    log: &Log,
+) -> Result<(), Error> {
+    let name = slots.name().shown.clone();
+    let shown = || name.display();
+    if on_damage == OnDamage::Refuse {
+        return Err(Error::usage(
+            shown(),
+            format_args!(
+                "no intact generation to restart from: the job's checkpoints are damaged; \
+                 to start it afresh, run with --fresh-if-damaged (or remove {}.*)",
+                shown()
+            ),
+        ));
+    }
+    let damaged: SlotSet = slots.damaged();
+    for slot in damaged.iter() {
+        let aside = damaged_name(slot);
+        let aside = CStr::from_bytes_with_nul(&aside).unwrap_or(c"damaged");
+        rustix::fs::renameat(slots.dir(), slots.file(slot).c(), scratch.dir(), aside)
+            .map_err(|e| Error::usage(shown(), at("set a damaged generation aside")(e)))?;
+    }
+    slots.forget_damaged();
+    restore
+        .set_aside(log)
+        .map_err(|f| Error::usage(shown(), f))?;
+    log.warn(format_args!(
+        "{}: starting afresh (--fresh-if-damaged); the damaged generations are kept in {}",
+        shown(),
+        scratch.path().display()
+    ));
+    Ok(())
+}
+
+/// Moves generation `bad` to the scratch's `failed` (the only one kept
+/// there), and leaves an empty file in its slot, which HTCondor then
+/// uploads over the bad one.
+pub fn set_failed_aside(slots: &mut Slots, scratch: &Scratch, bad: u64) -> Result<(), Failed> {
+    slots.scan(None)?;
+    let slot = slots
+        .find(bad)
+        .ok_or(at("find the generation")(Errno::NOENT))?;
+    rustix::fs::renameat(slots.dir(), slots.file(slot).c(), scratch.dir(), FAILED)
+        .map_err(at("set the failed generation aside"))?;
+    slots.empty_slot(slot)?;
+    rustix::fs::fsync(slots.dir()).map_err(at("fsync the store's directory"))
+}
