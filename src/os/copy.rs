@@ -35,9 +35,7 @@ pub fn copy(from: BorrowedFd, mut offset: Option<u64>, into: BorrowedFd, len: u6
 /// The fallback where copy_file_range cannot (some FUSE and network
 /// filesystems): `len` bytes read from `from` (at `offset`, else at its
 /// position) and written to `into`.
-// Out of line: its large buffers stay off the stack of every caller
-// (a frame is touched whole at entry), so supervising costs no memory.
-#[inline(never)]
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
 fn copy_by_reading(
     from: BorrowedFd,
     offset: Option<u64>,

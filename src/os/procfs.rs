@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
 
+use crate::os::decimal;
 use crate::os::sys::{self, Pid, Sig};
 
 /// Whether our child `pid` has a handler installed for `sig` (1-31).
@@ -94,8 +95,9 @@ fn parse_stat(stat: &[u8]) -> Option<(Pid, u64)> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = core::str::from_utf8(stat.get(close + 2..)?).ok()?;
     let mut fields = rest.split_ascii_whitespace();
-    let ppid = fields.nth(1)?.parse().ok()?; // field 4
-    let caught = fields.nth(29)?.parse().ok()?; // field 34
+    let ppid = decimal::parse(fields.nth(1)?.as_bytes())?; // field 4
+    let caught = decimal::parse(fields.nth(29)?.as_bytes())?; // field 34
+    let ppid = Pid::try_from(ppid).ok()?;
     Some((ppid, caught))
 }
 
@@ -142,7 +144,7 @@ pub fn children(pid: Pid, buf: &mut [u8]) -> impl Iterator<Item = Pid> + '_ {
     };
     buf[..whole]
         .split(|&b| b == b' ')
-        .filter_map(|n| core::str::from_utf8(n).ok()?.parse::<Pid>().ok())
+        .filter_map(|n| Pid::try_from(decimal::parse(n)?).ok())
         .filter(move |&child| stat(child).is_some_and(|(ppid, _)| ppid == me))
 }
 

@@ -149,9 +149,7 @@ impl CkptFile {
 
     /// FILE's line in `FILE.xxh3`, as `xxhsum -H3 FILE` prints it in
     /// FILE's directory. Does not allocate.
-    // Out of line: its large buffers stay off the stack of every caller
-    // (a frame is touched whole at entry), so supervising costs no memory.
-    #[inline(never)]
+    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     fn sum_line(&self) -> rustix::io::Result<crate::store::manifest::Line> {
         let file = rustix::fs::open(&self.c_path, crate::os::tree::read_flags(), Mode::empty())?;
         let len = rustix::fs::fstat(&file)?.st_size as u64;
@@ -164,9 +162,7 @@ impl CkptFile {
     /// After a checkpoint ckptrun saw complete: records FILE's checksum in
     /// `FILE.xxh3` (written beside it, fsync'd, renamed, the directory
     /// fsync'd). Does not allocate.
-    // Out of line: its large buffers stay off the stack of every caller
-    // (a frame is touched whole at entry), so supervising costs no memory.
-    #[inline(never)]
+    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     pub fn record_sum(&self) -> rustix::io::Result<()> {
         let line = self.sum_line()?;
         let out = rustix::fs::open(
@@ -190,9 +186,7 @@ impl CkptFile {
     /// matches is then removed (consumed): during the run the job may
     /// checkpoint by itself, and a checksum of the old FILE must never
     /// condemn the new one.
-    // Out of line: its large buffers stay off the stack of every caller
-    // (a frame is touched whole at entry), so supervising costs no memory.
-    #[inline(never)]
+    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     pub fn check_sum(&self) -> Result<Sum, Error> {
         let shown = || String::from_utf8_lossy(self.c_sum.as_bytes()).into_owned();
         let mut recorded = [0u8; 2 * crate::store::archive::PATH_MAX + 64];
