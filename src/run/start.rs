@@ -12,7 +12,7 @@ use rustix::fd::OwnedFd;
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::sys::{Pid, Sig};
-use crate::os::{alloc_guard, internal_error, procfs};
+use crate::os::{alloc_guard, procfs};
 use crate::run::protocol::{Ended, Protocol, Verdict};
 use crate::run::signals::Inherited;
 use crate::run::status_file::StatusFile;
@@ -169,7 +169,7 @@ impl TestFaults {
         Self {
             allocate: alloc_guard::test_allocation_requested(),
             #[cfg(debug_assertions)]
-            panic: internal_error::test_panic_requested(),
+            panic: crate::os::internal_error::test_panic_requested(),
         }
     }
 
@@ -179,7 +179,7 @@ impl TestFaults {
         }
         #[cfg(debug_assertions)]
         if self.panic {
-            internal_error::panic_for_test();
+            crate::os::internal_error::panic_for_test();
         }
     }
 }

@@ -76,9 +76,6 @@ pub struct Store {
 }
 
 /// What `Store::open` made of the store for this start.
-// Large (a generation's description), on the stack on purpose, as every
-// description ckptrun reads.
-#[allow(clippy::large_enum_variant)]
 pub enum Opened {
     /// A new store: generation 0 is the working paths as they were given.
     Created,
@@ -92,7 +89,9 @@ pub enum Opened {
     /// committed: moved back into place, not copied (see `kept`).
     InPlace(u64),
     /// The newest intact generation, verified, its copy put in place.
-    Restored(Generation),
+    /// Boxed (before the job starts): its description is 8 KiB, which
+    /// would otherwise widen every frame it passes through, `main`'s too.
+    Restored(Box<Generation>),
 }
 
 impl Opened {
@@ -195,7 +194,7 @@ impl Store {
                     .put_in_place(g.file.as_fd(), &g.meta, prepared, log)
                     .map_err(fail)?;
                 self.say_restored(g.number, log);
-                Ok(Opened::Restored(g))
+                Ok(Opened::Restored(Box::new(g)))
             }
             None if self.slots.damaged().is_empty() => {
                 restore.set_aside(log).map_err(fail)?;
