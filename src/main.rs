@@ -74,9 +74,17 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
 /// takes stack only while this runs, not in `main`'s frame in every mode.
 #[inline(never)]
 fn read_job_ad(config: &mut Config, log: &Log) {
-    if let Some(ad) = jobad::from_env(|name| std::env::var_os(name), log) {
-        config.apply_job_ad(&ad, log);
-        check_transfers(config, &ad, log);
+    let Some(ad) = jobad::from_env(|name| std::env::var_os(name), log) else {
+        return;
+    };
+    config.apply_job_ad(&ad, log);
+    let files = checkpoint_files(config);
+    let files: Vec<&std::ffi::OsStr> = files.iter().map(OsString::as_os_str).collect();
+    check_transfers(config, &ad, &files, log);
+    // A store whose slots a transfer list names keeps them all where the
+    // list says (see store::slots).
+    if matches!(config.mode, Mode::SelfCkpt | Mode::Dmtcp) && transfers::lists_any(&ad, &files) {
+        config.publish = store::Publish::All;
     }
 }
 
@@ -92,9 +100,7 @@ fn checkpoint_files(config: &Config) -> Vec<OsString> {
 
 /// Warns about a submit file that would lose checkpoints: the files
 /// that must travel, and how ckptrun exits after a checkpoint of its own.
-fn check_transfers(config: &Config, ad: &jobad::JobAd, log: &Log) {
-    let files = checkpoint_files(config);
-    let files: Vec<&std::ffi::OsStr> = files.iter().map(OsString::as_os_str).collect();
+fn check_transfers(config: &Config, ad: &jobad::JobAd, files: &[&std::ffi::OsStr], log: &Log) {
     // --interval without a "continue" flag: checkpoint and exit.
     let own_exit =
         (config.interval.is_some() && !config.interval_continue && !config.ckpt_continue)
@@ -102,7 +108,7 @@ fn check_transfers(config: &Config, ad: &jobad::JobAd, log: &Log) {
                 Some(sig) => transfers::CkptExit::Signal(sig),
                 None => transfers::CkptExit::Code(config.ckpt_exit_code),
             });
-    transfers::check(ad, &files, own_exit, log);
+    transfers::check(ad, files, own_exit, log);
 }
 
 /// dmtcp mode as PID 1. DMTCP restores a process whose parent was PID 1

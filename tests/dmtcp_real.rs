@@ -123,8 +123,10 @@ impl Life {
         life
     }
 
-    /// A new sandbox holding the inputs and, if given, the top-level files
-    /// of `from` (what HTCondor carries), which is then removed.
+    /// A new sandbox holding the inputs and, if given, what HTCondor
+    /// carries from `from`: its top-level files, laid over what the spool
+    /// held (HTCondor keeps the last copy of every name it received), all
+    /// of which the new sandbox gets; `from` is then removed.
     fn new_sandbox(&mut self, from: Option<&Path>) -> PathBuf {
         self.starts += 1;
         let dir = self.base.join(format!("dir_{}", self.starts));
@@ -133,10 +135,15 @@ impl Life {
             copy_program(input, &dir.join(input.file_name().unwrap()));
         }
         if let Some(from) = from {
+            let spool = self.base.join("spool");
+            std::fs::create_dir_all(&spool).unwrap();
             for entry in std::fs::read_dir(from).unwrap().flatten() {
                 if entry.file_type().unwrap().is_file() {
-                    copy_program(&entry.path(), &dir.join(entry.file_name()));
+                    copy_program(&entry.path(), &spool.join(entry.file_name()));
                 }
+            }
+            for entry in std::fs::read_dir(&spool).unwrap().flatten() {
+                copy_program(&entry.path(), &dir.join(entry.file_name()));
             }
             std::fs::remove_dir_all(from).unwrap();
         }

@@ -79,6 +79,9 @@ Options for --mode self and --mode dmtcp:
                           before a restart), set them aside and start the
                           job afresh instead of refusing (exit 125); also
                           condor mode's FILE, against FILE.xxh3
+      --return-store      at the job's successful end, leave its newest
+                          generation with its outputs (HTCondor brings it
+                          back); by default only a failed end does
 
 Options for --mode dmtcp:
       --dmtcp-dir DIR     where dmtcp_launch, dmtcp_coordinator, dmtcp_command

@@ -37,6 +37,7 @@ pub(super) enum Opt {
     Store,
     Keep,
     FreshIfDamaged,
+    ReturnStore,
     JobCkptExit,
     JobCkptSignal,
     CkptSignal,
@@ -92,7 +93,7 @@ pub(super) const MODE: Spec = spec("mode", None, true, ALL, Opt::Mode);
 /// (see `env_name`). Repeatable options collect every value; for the
 /// others the last wins.
 #[rustfmt::skip]
-pub(super) const OPTIONS: [Spec; 33] = [
+pub(super) const OPTIONS: [Spec; 34] = [
     MODE,
     spec("ckpt", Some('c'), true, C | S, Opt::Ckpt),
     spec("ckpt-exit-code", None, true, C | S | D, Opt::CkptExitCode),
@@ -108,6 +109,7 @@ pub(super) const OPTIONS: [Spec; 33] = [
     spec("store", None, true, S | D, Opt::Store),
     spec("keep", None, true, S | D, Opt::Keep),
     spec("fresh-if-damaged", None, false, C | S | D, Opt::FreshIfDamaged),
+    spec("return-store", None, false, S | D, Opt::ReturnStore),
     spec("job-ckpt-exit", None, true, S, Opt::JobCkptExit),
     spec("job-ckpt-signal", None, true, S, Opt::JobCkptSignal),
     spec("ckpt-signal", None, true, S, Opt::CkptSignal),
@@ -145,6 +147,7 @@ pub(super) fn set(
         Opt::Store => config.store = value.path()?,
         Opt::Keep => config.keep = value.keep()?,
         Opt::FreshIfDamaged => config.on_damage = OnDamage::StartAfresh,
+        Opt::ReturnStore => config.return_store = true,
         Opt::JobCkptExit => config.job_ckpt_exit = Some(value.job_exit_code()?),
         Opt::JobCkptSignal => config.job_ckpt_signal = Some(value.signal(job_ckpt_signal)?),
         Opt::CkptSignal => config.ckpt_signal = Some(value.signal(signals::catchable)?),

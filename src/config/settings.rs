@@ -84,6 +84,12 @@ pub struct Config {
     pub keep: u32,
     /// When no generation is intact.
     pub on_damage: crate::store::OnDamage,
+    /// Which slot files stay where HTCondor uploads them: all of them
+    /// when the job ad's transfer lists name them.
+    pub publish: crate::store::Publish,
+    /// `--return-store`: the store comes back with the job's outputs at
+    /// its successful end too.
+    pub return_store: bool,
     pub job_ckpt_exit: Option<u8>,
     pub job_ckpt_signal: Option<Sig>,
     pub ckpt_signal: Option<Sig>,
@@ -135,6 +141,8 @@ impl Default for Config {
             store: "ckptrun.store".into(),
             keep: 1,
             on_damage: crate::store::OnDamage::Refuse,
+            publish: crate::store::Publish::Newest,
+            return_store: false,
             job_ckpt_exit: None,
             job_ckpt_signal: None,
             ckpt_signal: None,
@@ -161,6 +169,15 @@ impl Config {
             kill_after: self.kill_after,
             ckpt_exit_code: self.ckpt_exit_code,
             exit_by_signal: self.exit_by_signal,
+        }
+    }
+
+    /// How the store is to be kept.
+    pub fn store_options(&self) -> crate::store::Options {
+        crate::store::Options {
+            keep: self.keep,
+            on_damage: self.on_damage,
+            publish: self.publish,
         }
     }
 

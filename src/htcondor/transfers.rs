@@ -39,6 +39,17 @@ pub fn check(ad: &JobAd, files: &[&OsStr], own_exit: Option<CkptExit>, log: &Log
     }
 }
 
+/// Whether the submit file's transfer lists (`transfer_output_files`,
+/// `transfer_checkpoint_files`) name any of `files`: HTCondor then holds
+/// the job if one is missing when it uploads, so they must all stay
+/// where the list says.
+pub fn lists_any(ad: &JobAd, files: &[&OsStr]) -> bool {
+    [&ad.transfer_output, &ad.transfer_checkpoint]
+        .into_iter()
+        .flatten()
+        .any(|list| files.iter().any(|f| lists(list, f)))
+}
+
 /// What the submit file lacks.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Advice<'a> {

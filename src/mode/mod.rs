@@ -8,11 +8,12 @@
 //! - `init`: no checkpoints, only a correct PID 1.
 //!
 //! `request` is the policy they share: evictions, time limits, ticks;
-//! `tags` names the modes that keep a store in its generations.
+//! `stores` is what the modes that keep a store share of it: the tag
+//! its generations carry, and what is left of it at the job's end.
 
 pub mod condor;
 pub mod dmtcp;
 pub mod init;
 pub mod request;
 pub mod selfckpt;
-pub mod tags;
+pub mod stores;

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::mode::request::{self, PeriodicCommits, Policy};
-use crate::mode::tags;
+use crate::mode::stores;
 use crate::os::error::{COMMIT_FAILED, Error, NO_ANSWER, NO_CHECKPOINT};
 use crate::os::log::Log;
 use crate::os::sys::Sig;
 use crate::os::tree::Fingerprint;
-use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
+use crate::run::protocol::{self, Action, Ended, Ending, Job, Protocol, Routes, Verdict};
 use crate::run::signals::Name;
 use crate::store::{Store, Take};
 
@@ -44,6 +44,8 @@ pub struct SelfCkpt {
     code: u8,
     by_signal: Option<Sig>,
     restart_grace: Option<Duration>,
+    /// `--return-store`.
+    return_store: bool,
     /// The generation the working copy came from, if a checkpoint.
     restored: Option<u64>,
     /// The working paths when the job started, or at the last commit:
@@ -97,10 +99,9 @@ impl SelfCkpt {
     /// `--restart-arg`s, when it restarts from a checkpoint).
     pub fn plan(config: &Config, log: &Log) -> Result<(Self, Vec<OsString>), Error> {
         let (store, opened) = Store::open(
-            &config.store,
-            (&config.ckpt, config.keep),
-            tags::SELF,
-            config.on_damage,
+            (&config.store, &config.ckpt),
+            config.store_options(),
+            stores::SELF,
             None,
             log,
         )?;
@@ -137,6 +138,7 @@ impl SelfCkpt {
             code: config.ckpt_exit_code,
             by_signal: config.exit_by_signal,
             restart_grace: config.restart_grace,
+            return_store: config.return_store,
             restored,
             committed: vec![None; n],
             at_request: vec![None; n],
@@ -426,6 +428,10 @@ impl Protocol for SelfCkpt {
             return verdict;
         }
         protocol::guard_collision(ended, self.code, self.by_signal, log)
+    }
+
+    fn end(&mut self, ending: Ending, log: &Log) {
+        stores::at_end(&mut self.store, ending, self.return_store, log);
     }
 }
 

@@ -164,6 +164,18 @@ pub fn pass_on(ended: Ended) -> Verdict {
     }
 }
 
+/// How ckptrun ends, for the protocol's `end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// "Checkpointed: transfer and restart me" (HTCondor's checkpoint
+    /// exit code, or death by its signal).
+    Checkpoint,
+    /// The job's end, with exit 0.
+    Success,
+    /// Any other end: the job's, or ckptrun's own failure.
+    Failure,
+}
+
 pub trait Protocol {
     /// ckptrun received `sig` (never SIGCHLD).
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action;
@@ -193,8 +205,9 @@ pub trait Protocol {
     /// with it, not while it runs.
     fn job_ended(&mut self, _log: &Log) {}
     /// ckptrun is about to exit (after `judge`, or when the job could not
-    /// start): stop whatever the protocol started besides the job.
-    fn end(&mut self, _log: &Log) {}
+    /// start), so: stop whatever the protocol started besides the job,
+    /// and leave what the job's end asks for.
+    fn end(&mut self, _ending: Ending, _log: &Log) {}
 }
 
 /// How often a request held because the job is not ready (see

@@ -13,7 +13,7 @@ use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::sys::{Pid, Sig};
 use crate::os::{alloc_guard, procfs};
-use crate::run::protocol::{Ended, Protocol, Verdict};
+use crate::run::protocol::{Ended, Ending, Protocol, Verdict};
 use crate::run::signals::Inherited;
 use crate::run::status_file::StatusFile;
 use crate::run::supervise::{self, Supervision};
@@ -34,12 +34,14 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Whether ckptrun ending so tells HTCondor "checkpointed: transfer
-    /// and restart me" rather than the job's end.
-    pub fn is_checkpoint(&self, verdict: Verdict) -> bool {
+    /// What ckptrun ending so tells HTCondor: "checkpointed: transfer and
+    /// restart me", or the job's end, successful or not.
+    pub fn ending(&self, verdict: Verdict) -> Ending {
         match verdict {
-            Verdict::Exit(code) => code == self.ckpt_exit_code,
-            Verdict::Signal(sig) => Some(sig) == self.exit_by_signal,
+            Verdict::Exit(code) if code == self.ckpt_exit_code => Ending::Checkpoint,
+            Verdict::Signal(sig) if Some(sig) == self.exit_by_signal => Ending::Checkpoint,
+            Verdict::Exit(0) => Ending::Success,
+            _ => Ending::Failure,
         }
     }
 }
@@ -108,7 +110,7 @@ impl Start<'_> {
                     if let Some(file) = &self.status_file {
                         file.record_launch_failure(e.exit_code(), log);
                     }
-                    protocol.end(log);
+                    protocol.end(Ending::Failure, log);
                     return Err(Verdict::Exit(e.exit_code()));
                 }
             };
@@ -146,9 +148,10 @@ impl Start<'_> {
             supervise::end_leftovers(job, grace, proc_is_ours, protocol, log);
         }
         let verdict = protocol.judge(ended, log);
-        protocol.end(log);
+        let ending = self.settings.ending(verdict);
+        protocol.end(ending, log);
         if let Some(o) = &self.outputs
-            && !self.settings.is_checkpoint(verdict)
+            && ending != Ending::Checkpoint
         {
             exit::mark_outputs_changed(o.sandbox.as_ref(), &o.not_outputs, log);
         }

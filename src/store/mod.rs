@@ -39,6 +39,7 @@ pub mod manifest;
 pub mod restore;
 pub mod scratch;
 pub mod slots;
+pub mod table;
 pub mod verify;
 pub mod working;
 pub mod writer;
@@ -52,7 +53,8 @@ use std::path::Path;
 use rustix::fs::CWD;
 
 pub use self::commit::Take;
-pub use self::slots::{MAX_KEEP, slot_paths};
+pub use self::slots::{Publish, slot_paths};
+pub use self::table::MAX_KEEP;
 pub use self::verify::OnDamage;
 pub use self::working::MAX_CKPTS;
 
@@ -67,6 +69,15 @@ use crate::os::dir::dir_of;
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::tree;
+
+/// How the options want a store kept.
+#[derive(Clone, Copy)]
+pub struct Options {
+    /// `--keep`: older generations kept.
+    pub keep: u32,
+    pub on_damage: OnDamage,
+    pub publish: Publish,
+}
 
 pub struct Store {
     slots: Slots,
@@ -115,14 +126,13 @@ impl Store {
     /// copy of the newest intact generation. Runs before the job starts.
     #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     pub fn open(
-        name: &OsStr,
-        (paths, keep): (&[OsString], u32),
+        (name, paths): (&OsStr, &[OsString]),
+        options: Options,
         tag: Tag,
-        on_damage: OnDamage,
         extract: Option<&mut dyn Extract>,
         log: &Log,
     ) -> Result<(Self, Opened), Error> {
-        let mut store = Self::lock(name, paths, keep, tag)?;
+        let mut store = Self::lock(name, paths, options, tag)?;
         let fail = |f: Failed| Error::usage(name.display(), f);
         store.scratch.clean(log).map_err(fail)?;
         store.work.clean().map_err(fail)?;
@@ -137,15 +147,16 @@ impl Store {
         store.slots.fill().map_err(fail)?;
         store.check_tag()?;
         if let Some(g) = kept::reuse(&store.work, &store.slots, &store.scratch, log) {
+            store.arrange(log);
             return Ok((store, Opened::InPlace(g)));
         }
-        let opened = store.restore(on_damage, extract, log)?;
+        let opened = store.restore(options.on_damage, extract, log)?;
         Ok((store, opened))
     }
 
     /// Checks the options, opens the store's directory and scratch, and
     /// takes its lock.
-    fn lock(name: &OsStr, paths: &[OsString], keep: u32, tag: Tag) -> Result<Self, Error> {
+    fn lock(name: &OsStr, paths: &[OsString], options: Options, tag: Tag) -> Result<Self, Error> {
         let work = WorkingCopy::new(paths)?;
         let as_path = Path::new(name);
         let base = match as_path.file_name() {
@@ -167,8 +178,11 @@ impl Store {
             base: cstring(base)?,
         };
         let scratch = Scratch::lock(&name)?;
+        let older = scratch
+            .older()
+            .map_err(|e| Error::os(scratch.path().display(), e))?;
         Ok(Self {
-            slots: Slots::new(name, keep),
+            slots: Slots::new(name, options.keep, older, options.publish),
             scratch,
             tag,
             work,
@@ -194,17 +208,28 @@ impl Store {
                     .put_in_place(g.file.as_fd(), &g.meta, prepared, log)
                     .map_err(fail)?;
                 self.say_restored(g.number, log);
+                self.arrange(log);
                 Ok(Opened::Restored(Box::new(g)))
             }
             None if self.slots.damaged().is_empty() => {
                 restore.set_aside(log).map_err(fail)?;
+                self.arrange(log);
                 Ok(Opened::Empty)
             }
             None => {
                 verify::none_intact(&mut self.slots, &self.scratch, &restore, on_damage, log)?;
+                self.arrange(log);
                 self.create(log).map_err(fail)?;
                 Ok(Opened::Afresh)
             }
+        }
+    }
+
+    /// The slot files where HTCondor should find them (see `slots`): a
+    /// failure only costs an upload, and is said.
+    fn arrange(&mut self, log: &Log) {
+        if let Err(f) = self.slots.arrange() {
+            log.warn(format_args!("{}: {f}", self.name()));
         }
     }
 
@@ -271,23 +296,18 @@ impl Store {
         });
     }
 
-    /// The first start: generation 0, the working paths as they are, and
-    /// every other slot empty.
+    /// The first start: generation 0, the working paths as they are (and
+    /// with `Publish::All` every other slot empty).
     fn create(&mut self, log: &Log) -> Result<(), Failed> {
         self.slots.scan(None)?;
         let work = &self.work;
-        commit::write(
-            &mut self.slots,
-            &self.scratch,
-            &self.tag,
-            (0, b""),
-            Freeing::Wait,
-            &mut |w| work.pack(w, None),
-        )?;
+        let rooms = (&mut self.slots, &self.scratch, &self.tag);
+        let fill = &mut |w: &mut writer::Writer| work.pack(w, None);
+        let slot = commit::write(rooms, (0, b""), Freeing::Wait, fill, log)?;
         self.slots.fill()?;
         log.info(format_args!(
             "created {}: generation 0 is the job's starting state",
-            self.slots.all_shown()
+            self.slots.at(slot)
         ));
         Ok(())
     }
@@ -313,14 +333,8 @@ impl Store {
         };
         let work = &self.work;
         let from = kept.as_ref().map(Kept::dir);
-        let written = commit::write(
-            &mut self.slots,
-            &self.scratch,
-            &self.tag,
-            (g, b""),
-            freeing,
-            &mut |w| work.pack(w, from),
-        );
+        let rooms = (&mut self.slots, &self.scratch, &self.tag);
+        let written = commit::write(rooms, (g, b""), freeing, &mut |w| work.pack(w, from), log);
         let slot = match written {
             Ok(slot) => slot,
             Err(f) => {
@@ -330,7 +344,7 @@ impl Store {
                 return Err(f);
             }
         };
-        self.committed(g, log);
+        self.committed(g, slot, log);
         match kept {
             Some(kept) => kept.seal(&self.slots, &self.scratch, (g, slot), &self.work, log),
             None if take == Take::Move => self.work.remove_committed(log),
@@ -350,23 +364,34 @@ impl Store {
     ) -> Result<u64, Failed> {
         self.slots.scan(None)?;
         let g = self.slots.next_number();
-        commit::write(
-            &mut self.slots,
-            &self.scratch,
-            &self.tag,
-            (g, &extra[..]),
-            Freeing::Wait,
-            &mut |w| tree::each_name(dir, |name| w.tree(dir, name, name.to_bytes())),
-        )?;
-        self.committed(g, log);
+        let rooms = (&mut self.slots, &self.scratch, &self.tag);
+        let fill = &mut |w: &mut writer::Writer| {
+            tree::each_name(dir, |name| w.tree(dir, name, name.to_bytes()))
+        };
+        let slot = commit::write(rooms, (g, &extra[..]), Freeing::Wait, fill, log)?;
+        self.committed(g, slot, log);
         Ok(g)
     }
 
-    fn committed(&self, g: u64, log: &Log) {
+    /// Generation `g` is committed into `slot`: said, and the one it
+    /// follows kept out of HTCondor's uploads (see `slots`).
+    fn committed(&mut self, g: u64, slot: u32, log: &Log) {
         log.info(format_args!(
             "committed generation {g} to {}",
             self.slots.of(g)
         ));
+        if let Err(f) = self.slots.after_commit(slot) {
+            log.warn(format_args!("{}: {f}", self.name()));
+        }
+    }
+
+    /// The job has ended for good: `returned` (a failed end, or
+    /// `--return-store`), the newest generation goes back with the
+    /// outputs; otherwise the store stays behind (see `slots`).
+    pub fn at_end(&mut self, returned: bool, log: &Log) {
+        if let Err(f) = self.slots.at_end(returned) {
+            log.warn(format_args!("{}: {f}", self.name()));
+        }
     }
 
     /// Generation `bad` would not restart: sets it aside (see `verify`)

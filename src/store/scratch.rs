@@ -1,8 +1,10 @@
 //! The store's scratch directory, `.NAME` beside the slots: where a
-//! commit builds its archive, where a damaged or failed generation is set
-//! aside, where a mode's files are extracted for a restart, and where the
-//! working copy is kept for an in-place restart (see `kept`). HTCondor
-//! never uploads a directory, so nothing here travels. It is locked
+//! commit builds its archive, where the older generations are kept out of
+//! HTCondor's uploads (`older`, see `slots`), where a damaged or failed
+//! generation is set aside, where a mode's files are extracted for a
+//! restart, and where the working copy is kept for an in-place restart
+//! (see `kept`). HTCondor never uploads a directory, so nothing here
+//! travels. It is locked
 //! (flock) while ckptrun runs: one run per store.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
@@ -28,6 +30,8 @@ pub const SUMS: &CStr = c"sums";
 pub const FAILED: &CStr = c"failed";
 /// What a mode extracts from a generation to restart from it.
 pub const RESTORE: &CStr = c"restore";
+/// The slot files kept out of HTCondor's uploads (see `slots`).
+const OLDER: &CStr = c"older";
 
 pub struct Scratch {
     dir: OwnedFd,
@@ -88,6 +92,16 @@ impl Scratch {
             }
         }
         Ok(())
+    }
+
+    /// `older`, where slot files HTCondor must not upload are kept (made
+    /// if need be).
+    pub fn older(&self) -> rustix::io::Result<OwnedFd> {
+        match rustix::fs::mkdirat(self.dir(), OLDER, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(e),
+        }
+        tree::open_dir(self.dir(), OLDER)
     }
 
     /// Makes `name` here a new, empty directory of ckptrun's own.

@@ -1,19 +1,19 @@
-//! The slot table: the files `NAME.0` .. `NAME.K` at the top of the job's
-//! sandbox (`--keep K`), each holding one generation or none (an empty
-//! file), what each holds, and where the next generation goes.
+//! The slot files: `NAME.0` .. `NAME.K` (`--keep K`), each holding one
+//! generation or none (an empty file), what the table (see `table`) says
+//! of them, read, written and moved.
 //!
-//! How a generation is chosen:
-//! - a commit's number is one past every generation in the store, damaged
-//!   ones included (`next_number`), and it goes to an empty slot, else to
-//!   one holding no intact generation, else replaces the oldest
-//!   (`next_slot`): never the newest intact generation, unless `--keep 0`;
-//! - a restart takes the newest generation that verifies (see `verify`),
-//!   walking down from the newest (`below`).
-//!
-//! Every slot file there is (`NAME.K` for any K up to MAX_KEEP) is read,
-//! so `--keep` may change between runs. The table is read at a start and
-//! once per commit, and kept up to date by what this run writes. Nothing
-//! here allocates after `Slots::new`.
+//! Where they are is what HTCondor uploads. It carries the sandbox's
+//! top-level files that changed since the sandbox was filled, at every
+//! checkpoint exit and eviction, and keeps in its spool the last copy of
+//! each name it received, whatever becomes of the file later. So with
+//! `Publish::Newest` (the default) the top of the sandbox holds only the
+//! generation this run committed last: a start moves the generations it
+//! finds there into `.NAME/older` (they are in the spool already: they
+//! came from it, or a checkpoint exit uploaded them before HTCondor
+//! restarted the job in place), and each commit moves the one it follows
+//! there too. Each upload then carries one generation, and the spool
+//! still holds K+1. With `Publish::All` (a submit file that lists the
+//! slots, which HTCondor would miss) every slot stays at the top.
 
 use core::fmt;
 use std::ffi::{CStr, CString, OsString};
@@ -29,50 +29,19 @@ use crate::os::log::{Log, Lossy};
 use crate::os::tree;
 use crate::store::archive::Bad;
 use crate::store::generation::{Failed, Meta, at, read_meta};
+use crate::store::table::{MAX_KEEP, Place, SlotSet, SlotState, Table};
 
-/// The most older generations `--keep` may ask for.
-pub const MAX_KEEP: u32 = 64;
-const ALL: usize = MAX_KEEP as usize + 1;
-
-/// A set of slots, by number (0 to MAX_KEEP).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SlotSet(u128);
-
-impl SlotSet {
-    pub fn insert(&mut self, slot: u32) {
-        self.0 |= 1 << slot;
-    }
-
-    pub fn remove(&mut self, slot: u32) {
-        self.0 &= !(1 << slot);
-    }
-
-    pub fn contains(self, slot: u32) -> bool {
-        self.0 & (1 << slot) != 0
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    pub fn union(self, other: Self) -> Self {
-        Self(self.0 | other.0)
-    }
-
-    /// Its slots, in order.
-    pub fn iter(self) -> impl Iterator<Item = u32> {
-        (0..=MAX_KEEP).filter(move |&s| self.contains(s))
-    }
-}
-
-/// What one slot file holds.
+/// Which slot files stay at the top of the sandbox, where HTCondor
+/// uploads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SlotState {
-    Absent,
-    Empty,
-    /// Cut off, or not an archive ckptrun wrote.
-    Bad,
-    Generation(u64),
+pub enum Publish {
+    /// The generation this run committed last, and emptied slots (whose
+    /// empty file must replace a damaged one in HTCondor's spool).
+    Newest,
+    /// Every slot: the submit file lists them (`transfer_output_files`,
+    /// `transfer_checkpoint_files`), and HTCondor holds a job whose
+    /// listed file is missing.
+    All,
 }
 
 /// A slot's file name, `NAME.K`, NUL-terminated, on the stack.
@@ -116,26 +85,33 @@ pub struct Name {
 
 pub struct Slots {
     name: Name,
-    /// Slots in use: keep + 1.
-    count: u32,
-    /// What each slot held when last read or written. Boxed (made
-    /// before the job starts): a kilobyte less in every frame holding a
-    /// store.
-    states: Box<[SlotState; ALL]>,
-    /// Slots found damaged at this start: the next commits replace them
-    /// first.
-    damaged: SlotSet,
+    /// `.NAME/older`.
+    older: OwnedFd,
+    publish: Publish,
+    table: Table,
+    /// Slots with a file in both places: the one in `.NAME/older` is the
+    /// generation a commit replaced at the top, and not yet removed.
+    stale: SlotSet,
+}
+
+/// The table's answers, read through the slot files' room.
+impl std::ops::Deref for Slots {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        &self.table
+    }
 }
 
 impl Slots {
-    /// The table of the store `name` with `keep` older generations, not
-    /// yet read.
-    pub fn new(name: Name, keep: u32) -> Self {
+    /// The slot files of the store `name` with `keep` older generations,
+    /// the older ones in `older`; not yet read.
+    pub fn new(name: Name, keep: u32, older: OwnedFd, publish: Publish) -> Self {
         Self {
             name,
-            count: keep + 1,
-            states: Box::new([SlotState::Absent; ALL]),
-            damaged: SlotSet::default(),
+            older,
+            publish,
+            table: Table::new(keep),
+            stale: SlotSet::default(),
         }
     }
 
@@ -143,8 +119,17 @@ impl Slots {
         &self.name
     }
 
+    /// The directory holding the top-level slot files.
     pub fn dir(&self) -> BorrowedFd<'_> {
         self.name.dir.as_fd()
+    }
+
+    /// The directory holding slot files in `place`.
+    pub fn dir_of(&self, place: Place) -> BorrowedFd<'_> {
+        match place {
+            Place::Top => self.dir(),
+            Place::Older => self.older.as_fd(),
+        }
     }
 
     /// Slot `slot`'s file name.
@@ -152,17 +137,17 @@ impl Slots {
         SlotName::new(&self.name.base, slot)
     }
 
-    /// Whether any slot file (of any `--keep`) exists.
+    /// Whether any slot file (of any `--keep`) exists, in either place.
     pub fn any(&self) -> Result<bool, Failed> {
-        let mut any = false;
-        self.each_slot(|_| any = true)?;
-        Ok(any)
+        let found = self.found(Place::Top)?.union(self.found(Place::Older)?);
+        Ok(!found.is_empty())
     }
 
-    /// Calls `f` with each slot file there is, by its number.
-    fn each_slot(&self, mut f: impl FnMut(u32)) -> Result<(), Failed> {
+    /// The slot files there are in `place`, by number.
+    fn found(&self, place: Place) -> Result<SlotSet, Failed> {
         let base = self.name.base.to_bytes();
-        tree::each_name(self.dir(), |name| {
+        let mut found = SlotSet::default();
+        tree::each_name(self.dir_of(place), |name| {
             let digits = name
                 .to_bytes()
                 .strip_prefix(base)
@@ -173,50 +158,66 @@ impl Slots {
                 _ => None,
             };
             match slot {
-                Some(slot) if slot <= u64::from(MAX_KEEP) => f(slot as u32),
+                Some(slot) if slot <= u64::from(MAX_KEEP) => found.insert(slot as u32),
                 _ => {}
             }
             Ok(())
         })
-        .map_err(at("read the directory"))
+        .map_err(at("read the directory"))?;
+        Ok(found)
     }
 
-    /// Reads what each slot holds. A slot that is not whole is marked
-    /// bad, and said in the log when one is given.
+    /// Reads what each slot holds, and where. A slot that is not whole is
+    /// marked bad, and said in the log when one is given.
     #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     pub fn scan(&mut self, log: Option<&Log>) -> Result<(), Failed> {
-        let mut found = SlotSet::default();
-        self.each_slot(|slot| found.insert(slot))?;
-        *self.states = [SlotState::Absent; ALL];
-        for slot in found.iter() {
-            let name = self.file(slot);
-            let file =
-                match rustix::fs::openat(self.dir(), name.c(), tree::read_flags(), Mode::empty()) {
-                    Ok(file) => file,
-                    Err(Errno::NOENT) => continue,
-                    Err(e) => return Err(at("open a slot")(e)),
-                };
-            self.states[slot as usize] = match read_meta(file.as_fd()) {
-                Ok(Some(meta)) => SlotState::Generation(meta.generation().unwrap_or(0)),
-                Ok(None) => SlotState::Empty,
-                Err(bad) => {
-                    if let Some(log) = log {
-                        log.warn(format_args!("{}: {bad}; ignored", self.at(slot)));
-                    }
-                    SlotState::Bad
-                }
+        let top = self.found(Place::Top)?;
+        let older = self.found(Place::Older)?;
+        self.stale = top.intersection(older);
+        self.table.clear();
+        for slot in top.union(older).iter() {
+            let place = if top.contains(slot) {
+                Place::Top
+            } else {
+                Place::Older
             };
+            let state = self.read(slot, place, log)?;
+            self.table.set(slot, state, place);
         }
         Ok(())
     }
 
-    /// Creates every slot of this `--keep` that is missing, empty, so that
-    /// a submit file may list them all.
+    /// What slot `slot`'s file in `place` holds.
+    fn read(&self, slot: u32, place: Place, log: Option<&Log>) -> Result<SlotState, Failed> {
+        let name = self.file(slot);
+        let dir = self.dir_of(place);
+        let file = match rustix::fs::openat(dir, name.c(), tree::read_flags(), Mode::empty()) {
+            Ok(file) => file,
+            Err(Errno::NOENT) => return Ok(SlotState::Absent),
+            Err(e) => return Err(at("open a slot")(e)),
+        };
+        Ok(match read_meta(file.as_fd()) {
+            Ok(Some(meta)) => SlotState::Generation(meta.generation().unwrap_or(0)),
+            Ok(None) => SlotState::Empty,
+            Err(bad) => {
+                if let Some(log) = log {
+                    log.warn(format_args!("{}: {bad}; ignored", self.shown(slot, place)));
+                }
+                SlotState::Bad
+            }
+        })
+    }
+
+    /// Creates every slot of this `--keep` that is missing, empty, at the
+    /// top, so that a submit file may list them all (`Publish::All`).
     pub fn fill(&mut self) -> Result<(), Failed> {
         self.scan(None)?;
+        if self.publish == Publish::Newest {
+            return Ok(());
+        }
         let mut missing = SlotSet::default();
-        for slot in 0..self.count {
-            if self.states[slot as usize] == SlotState::Absent {
+        for slot in 0..self.table.count() {
+            if self.table.state(slot) == SlotState::Absent {
                 missing.insert(slot);
             }
         }
@@ -229,8 +230,9 @@ impl Slots {
         Ok(())
     }
 
-    /// Makes slot `slot` an empty file (no generation). The caller
-    /// fsyncs the directory.
+    /// Makes slot `slot` an empty file (no generation) at the top, which
+    /// HTCondor then uploads over what its spool holds. The caller fsyncs
+    /// the directory.
     pub fn empty_slot(&mut self, slot: u32) -> Result<(), Failed> {
         rustix::fs::openat(
             self.dir(),
@@ -240,97 +242,122 @@ impl Slots {
         )
         .map(drop)
         .map_err(at("create an empty slot"))?;
-        self.states[slot as usize] = SlotState::Empty;
+        self.table.set(slot, SlotState::Empty, Place::Top);
         Ok(())
     }
 
-    fn generations(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        (0u32..)
-            .zip(self.states.iter())
-            .filter_map(|(slot, s)| match s {
-                SlotState::Generation(g) => Some((*g, slot)),
-                _ => None,
-            })
-    }
-
-    pub fn newest(&self) -> Option<u64> {
-        self.generations().map(|(g, _)| g).max()
-    }
-
-    /// The slot holding generation `g`.
-    pub fn find(&self, g: u64) -> Option<u32> {
-        self.generations().find(|&(n, _)| n == g).map(|(_, s)| s)
-    }
-
-    /// The newest generation older than `g` (any, with `None`), and its
-    /// slot.
-    pub fn below(&self, g: Option<u64>) -> Option<(u64, u32)> {
-        self.generations()
-            .filter(|&(n, _)| g.is_none_or(|g| n < g))
-            .max_by_key(|&(n, _)| n)
-    }
-
-    /// The slots whose file is not a whole archive.
-    pub fn bad(&self) -> SlotSet {
-        let mut bad = SlotSet::default();
-        for (slot, s) in (0u32..).zip(self.states.iter()) {
-            if *s == SlotState::Bad {
-                bad.insert(slot);
-            }
+    /// A start's arrangement: a copy a commit left in `.NAME/older` beside
+    /// the slot that replaced it is removed; then with `Publish::Newest`
+    /// every slot found at the top that holds something moves into
+    /// `.NAME/older` (the spool has it), with `Publish::All` every slot
+    /// there moves back to the top.
+    pub fn arrange(&mut self) -> Result<(), Failed> {
+        for slot in self.stale.iter() {
+            let name = self.file(slot);
+            rustix::fs::unlinkat(self.older.as_fd(), name.c(), rustix::fs::AtFlags::empty())
+                .map_err(at("remove a replaced generation"))?;
         }
-        bad
-    }
-
-    /// The number the next generation gets: past every generation in the
-    /// store, damaged ones included.
-    pub fn next_number(&self) -> u64 {
-        self.newest().map_or(1, |n| n + 1)
-    }
-
-    /// The slot the next generation goes to, among this `--keep`'s: an
-    /// empty one, else one that holds no intact generation, else the
-    /// oldest. Never the newest intact generation's, unless `--keep 0`.
-    pub fn next_slot(&self) -> u32 {
-        let state = |s: u32| self.states[s as usize];
-        let ours = || 0..self.count;
-        ours()
-            .find(|&s| matches!(state(s), SlotState::Absent | SlotState::Empty))
-            .or_else(|| ours().find(|&s| state(s) == SlotState::Bad || self.damaged.contains(s)))
-            .or_else(|| {
-                ours().min_by_key(|&s| match state(s) {
-                    SlotState::Generation(g) => g,
-                    _ => 0,
-                })
-            })
-            .unwrap_or(0)
-    }
-
-    pub fn damaged(&self) -> SlotSet {
-        self.damaged
-    }
-
-    pub fn mark_damaged(&mut self, slots: SlotSet) {
-        self.damaged = self.damaged.union(slots);
-    }
-
-    /// The damaged slots were set aside: none is left.
-    pub fn forget_damaged(&mut self) {
-        for slot in self.damaged.iter() {
-            self.states[slot as usize] = SlotState::Absent;
+        self.stale = SlotSet::default();
+        match self.publish {
+            Publish::Newest => self.move_all(Place::Top, Place::Older),
+            Publish::All => self.move_all(Place::Older, Place::Top),
         }
-        self.damaged = SlotSet::default();
     }
 
-    /// Generation `g` was renamed into slot `slot`.
-    pub fn committed(&mut self, slot: u32, g: u64) {
-        self.states[slot as usize] = SlotState::Generation(g);
-        self.damaged.remove(slot);
+    /// A commit into `slot` is done: with `Publish::Newest`, every other
+    /// generation at the top moves into `.NAME/older`, but generation 0,
+    /// made by this run's start: the first checkpoint exit uploads it
+    /// beside generation 1, so that the spool has one to fall back to.
+    pub fn after_commit(&mut self, slot: u32) -> Result<(), Failed> {
+        if self.publish == Publish::All {
+            return Ok(());
+        }
+        let mut others = self.table.in_place(Place::Top, false);
+        others.remove(slot);
+        if let Some(first) = self.table.find(0) {
+            others.remove(first);
+        }
+        for other in others.iter() {
+            self.move_to(other, Place::Older)?;
+        }
+        self.sync_both()
+    }
+
+    /// The job's end: with `returned` (a failed end, or `--return-store`)
+    /// the newest generation at the top, dated now, so that HTCondor
+    /// returns it with the outputs; otherwise none at all (the spool has
+    /// them; the submit directory gets the job's outputs only).
+    pub fn at_end(&mut self, returned: bool) -> Result<(), Failed> {
+        if self.publish == Publish::All {
+            return Ok(());
+        }
+        if !returned {
+            return self.move_all(Place::Top, Place::Older);
+        }
+        let Some(slot) = self.table.newest().and_then(|g| self.table.find(g)) else {
+            return Ok(());
+        };
+        self.move_to(slot, Place::Top)?;
+        self.sync_both()?;
+        let now = crate::os::sys::realtime();
+        let now = rustix::fs::Timespec {
+            tv_sec: now.0,
+            tv_nsec: now.1.into(),
+        };
+        let times = rustix::fs::Timestamps {
+            last_access: now,
+            last_modification: now,
+        };
+        rustix::fs::utimensat(
+            self.dir(),
+            self.file(slot).c(),
+            &times,
+            rustix::fs::AtFlags::empty(),
+        )
+        .map_err(at("date the returned generation"))
+    }
+
+    /// Moves every slot file holding something from `from` to `to`.
+    fn move_all(&mut self, from: Place, to: Place) -> Result<(), Failed> {
+        let slots = self.table.in_place(from, true);
+        for slot in slots.iter() {
+            self.move_to(slot, to)?;
+        }
+        match slots.is_empty() {
+            true => Ok(()),
+            false => self.sync_both(),
+        }
+    }
+
+    /// Moves slot `slot`'s file to `place` (replacing what is there).
+    fn move_to(&mut self, slot: u32, place: Place) -> Result<(), Failed> {
+        let from = self.table.place(slot);
+        if from == place {
+            return Ok(());
+        }
+        let name = self.file(slot);
+        rustix::fs::renameat(self.dir_of(from), name.c(), self.dir_of(place), name.c())
+            .map_err(at("move a slot file"))?;
+        self.table.moved(slot, place);
+        Ok(())
+    }
+
+    /// Both slot directories fsync'd: a moved generation is in one.
+    fn sync_both(&self) -> Result<(), Failed> {
+        rustix::fs::fsync(self.older.as_fd())
+            .and_then(|()| rustix::fs::fsync(self.dir()))
+            .map_err(at("fsync the store's directories"))
+    }
+
+    /// The table, changed through the rooms that write the files.
+    pub fn table_mut(&mut self) -> &mut Table {
+        &mut self.table
     }
 
     /// Slot `slot`'s archive, open for reading, and its description.
     pub fn open(&self, slot: u32) -> Result<(OwnedFd, Meta), Failed> {
         let file = rustix::fs::openat(
-            self.dir(),
+            self.dir_of(self.table.place(slot)),
             self.file(slot).c(),
             tree::read_flags(),
             Mode::empty(),
@@ -345,36 +372,31 @@ impl Slots {
 
     /// What stat says of slot `slot`'s file.
     pub fn stat(&self, slot: u32) -> rustix::io::Result<Stat> {
-        tree::stat(self.dir(), self.file(slot).c())
+        let dir = self.dir_of(self.table.place(slot));
+        tree::stat(dir, self.file(slot).c())
     }
 
     /// Slot `slot`'s file as a path, for messages.
     pub fn at(&self, slot: u32) -> impl fmt::Display + '_ {
-        struct Shown<'a>(&'a Name, SlotName);
+        self.shown(slot, self.table.place(slot))
+    }
+
+    /// Slot `slot`'s file in `place` as a path, for messages.
+    fn shown(&self, slot: u32, place: Place) -> impl fmt::Display + '_ {
+        struct Shown<'a>(&'a Name, SlotName, Place);
         impl fmt::Display for Shown<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 let dir = dir_of(Path::new(&self.0.shown));
                 if dir.as_os_str() != "." && !dir.as_os_str().is_empty() {
                     write!(f, "{}/", dir.display())?;
                 }
+                if self.2 == Place::Older {
+                    write!(f, ".{}/older/", Lossy(self.0.base.to_bytes()))?;
+                }
                 write!(f, "{}", self.1)
             }
         }
-        Shown(&self.name, self.file(slot))
-    }
-
-    /// `NAME.0 .. NAME.K`, for messages.
-    pub fn all_shown(&self) -> impl fmt::Display + '_ {
-        struct Shown<'a>(&'a OsString, u32);
-        impl fmt::Display for Shown<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                match self.1 {
-                    0 => write!(f, "{}.0", self.0.display()),
-                    last => write!(f, "{0}.0 .. {0}.{last}", self.0.display()),
-                }
-            }
-        }
-        Shown(&self.name.shown, self.count - 1)
+        Shown(&self.name, self.file(slot), place)
     }
 
     /// The slot file generation `g` is in (NAME.K), for messages.
@@ -388,7 +410,7 @@ impl Slots {
                 }
             }
         }
-        Shown(&self.name.shown, self.find(g))
+        Shown(&self.name.shown, self.table.find(g))
     }
 }
 
@@ -412,17 +434,5 @@ mod tests {
     fn slot_names() {
         assert_eq!(SlotName::new(c"ckptrun.store", 0).c(), c"ckptrun.store.0");
         assert_eq!(SlotName::new(c"s", 12).c(), c"s.12");
-    }
-
-    #[test]
-    fn a_slot_set_holds_what_went_in() {
-        let mut set = SlotSet::default();
-        assert!(set.is_empty());
-        set.insert(0);
-        set.insert(64);
-        set.insert(7);
-        set.remove(7);
-        assert_eq!(set.iter().collect::<Vec<_>>(), [0, 64]);
-        assert!(set.contains(64) && !set.contains(7));
     }
 }

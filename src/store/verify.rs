@@ -28,7 +28,8 @@ use crate::store::generation::{Failed, Generation, Meta, at};
 use crate::store::manifest;
 use crate::store::restore::{Prepared, Restore};
 use crate::store::scratch::{FAILED, Scratch, damaged_name};
-use crate::store::slots::{SlotSet, Slots};
+use crate::store::slots::Slots;
+use crate::store::table::SlotSet;
 
 /// What the start does when no generation in the store is intact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,14 +120,14 @@ pub fn newest_intact(
             )),
             None => {}
         }
-        slots.mark_damaged(bad);
+        slots.table_mut().mark_damaged(bad);
         let number = g;
         return Ok(Some((Generation { number, file, meta }, prepared)));
     }
     if let Some(damaged) = pending {
         say_damaged(slots, damaged, None, log);
     }
-    slots.mark_damaged(bad);
+    slots.table_mut().mark_damaged(bad);
     Ok(None)
 }
 
@@ -203,10 +204,11 @@ pub fn none_intact(
     for slot in damaged.iter() {
         let aside = damaged_name(slot);
         let aside = CStr::from_bytes_with_nul(&aside).unwrap_or(c"damaged");
-        rustix::fs::renameat(slots.dir(), slots.file(slot).c(), scratch.dir(), aside)
+        let from = slots.dir_of(slots.place(slot));
+        rustix::fs::renameat(from, slots.file(slot).c(), scratch.dir(), aside)
             .map_err(|e| Error::usage(shown(), at("set a damaged generation aside")(e)))?;
     }
-    slots.forget_damaged();
+    slots.table_mut().forget_damaged();
     restore
         .set_aside(log)
         .map_err(|f| Error::usage(shown(), f))?;
@@ -226,7 +228,8 @@ pub fn set_failed_aside(slots: &mut Slots, scratch: &Scratch, bad: u64) -> Resul
     let slot = slots
         .find(bad)
         .ok_or(at("find the generation")(Errno::NOENT))?;
-    rustix::fs::renameat(slots.dir(), slots.file(slot).c(), scratch.dir(), FAILED)
+    let from = slots.dir_of(slots.place(slot));
+    rustix::fs::renameat(from, slots.file(slot).c(), scratch.dir(), FAILED)
         .map_err(at("set the failed generation aside"))?;
     slots.empty_slot(slot)?;
     rustix::fs::fsync(slots.dir()).map_err(at("fsync the store's directory"))

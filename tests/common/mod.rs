@@ -677,10 +677,23 @@ pub fn alive(pid: i32) -> bool {
     parent_and_state(pid).is_some_and(|(_, state)| state != 'Z')
 }
 
-/// The store's slot files in `dir` (`NAME.0`, `NAME.1`, ...), sorted.
+/// The store's slot files in `dir` (`NAME.0`, `NAME.1`, ...), at the
+/// top and kept out of HTCondor's uploads in `.NAME/older`, sorted by
+/// name.
 pub fn slots(dir: &Path, name: &str) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
+    let mut found = top_slots(dir, name);
+    found.extend(top_slots(&dir.join(format!(".{name}/older")), name));
+    found.sort_by_key(|p| p.file_name().unwrap().to_owned());
+    found
+}
+
+/// The store's slot files at the top of `dir`, where HTCondor uploads
+/// them, sorted.
+pub fn top_slots(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let n = p.file_name().unwrap().to_string_lossy();

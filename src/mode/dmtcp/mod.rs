@@ -42,7 +42,7 @@ use crate::mode::request::{PeriodicCommits, Policy};
 use crate::os::error::{COMMIT_FAILED, Error, NO_ANSWER};
 use crate::os::log::Log;
 use crate::os::sys::{self, Pid, Sig};
-use crate::run::protocol::{self, Action, Ended, Job, Protocol, Routes, Verdict};
+use crate::run::protocol::{self, Action, Ended, Ending, Job, Protocol, Routes, Verdict};
 use crate::run::signals::{Inherited, Name};
 use crate::run::spawn;
 use crate::run::supervise;
@@ -71,6 +71,8 @@ pub struct Dmtcp<'a> {
     by_signal: Option<Sig>,
     /// `--interval-continue`: periodic checkpoints keep the job running.
     keep_running: bool,
+    /// `--return-store`.
+    return_store: bool,
     phase: Phase,
     /// Periodic commits that failed (`--interval-continue`).
     periodic: PeriodicCommits,
@@ -163,6 +165,7 @@ impl<'a> Dmtcp<'a> {
             code: config.ckpt_exit_code,
             by_signal: config.exit_by_signal,
             keep_running: config.interval_continue,
+            return_store: config.return_store,
             phase: Phase::Joining {
                 check: Check::new(parts.restart, now),
                 pending: None,
@@ -609,8 +612,9 @@ impl Protocol for Dmtcp<'_> {
     /// Stops what ckptrun started (see `processes`), and removes the
     /// images directory unless it holds a checkpoint that could not be
     /// committed. Does not allocate.
-    fn end(&mut self, log: &Log) {
+    fn end(&mut self, ending: Ending, log: &Log) {
         self.stop_all(log);
+        crate::mode::stores::at_end(&mut self.place.store, ending, self.return_store, log);
         let _ = crate::os::tree::remove(self.place.store.scratch(), crate::store::scratch::RESTORE);
         if !self.keep_images {
             self.place.images.remove();

@@ -19,7 +19,7 @@ use crate::mode::dmtcp::join::Status;
 use crate::mode::dmtcp::processes::Processes;
 use crate::mode::dmtcp::restart::{Images, Restart};
 use crate::mode::dmtcp::tools::{Tools, find_tools};
-use crate::mode::tags;
+use crate::mode::stores;
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::run::signals::Inherited;
@@ -55,12 +55,10 @@ pub fn make(
 ) -> Result<(Parts, spawn::Command), Error> {
     let tools = find_tools(config, path)?;
     let children = Children::before_start(crate::os::procfs::is_ours());
-    let store_at = (&config.store, (&[][..], config.keep));
     let (store, opened) = Store::open(
-        store_at.0,
-        store_at.1,
-        tags::DMTCP,
-        config.on_damage,
+        (&config.store, &[]),
+        config.store_options(),
+        stores::DMTCP,
         Some(&mut Images),
         log,
     )?;
