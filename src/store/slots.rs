@@ -246,6 +246,73 @@ impl Slots {
         Ok(())
     }
 
+    /// The table, changed through the rooms that write the files.
+    pub fn table_mut(&mut self) -> &mut Table {
+        &mut self.table
+    }
+
+    /// Slot `slot`'s archive, open for reading, and its description.
+    pub fn open(&self, slot: u32) -> Result<(OwnedFd, Meta), Failed> {
+        let file = rustix::fs::openat(
+            self.dir_of(self.table.place(slot)),
+            self.file(slot).c(),
+            tree::read_flags(),
+            Mode::empty(),
+        )
+        .map_err(at("open the generation"))?;
+        match read_meta(file.as_fd()) {
+            Ok(Some(meta)) => Ok((file, meta)),
+            Err(Bad::Io(e)) => Err(at("read the generation")(e)),
+            _ => Err(at("read the generation")(Errno::IO)),
+        }
+    }
+
+    /// What stat says of slot `slot`'s file.
+    pub fn stat(&self, slot: u32) -> rustix::io::Result<Stat> {
+        let dir = self.dir_of(self.table.place(slot));
+        tree::stat(dir, self.file(slot).c())
+    }
+
+    /// Slot `slot`'s file as a path, for messages.
+    pub fn at(&self, slot: u32) -> impl fmt::Display + '_ {
+        self.shown(slot, self.table.place(slot))
+    }
+
+    /// Slot `slot`'s file in `place` as a path, for messages.
+    fn shown(&self, slot: u32, place: Place) -> impl fmt::Display + '_ {
+        struct Shown<'a>(&'a Name, SlotName, Place);
+        impl fmt::Display for Shown<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let dir = dir_of(Path::new(&self.0.shown));
+                if dir.as_os_str() != "." && !dir.as_os_str().is_empty() {
+                    write!(f, "{}/", dir.display())?;
+                }
+                if self.2 == Place::Older {
+                    write!(f, ".{}/older/", Lossy(self.0.base.to_bytes()))?;
+                }
+                write!(f, "{}", self.1)
+            }
+        }
+        Shown(&self.name, self.file(slot), place)
+    }
+
+    /// The slot file generation `g` is in (NAME.K), for messages.
+    pub fn of(&self, g: u64) -> impl fmt::Display + '_ {
+        struct Shown<'a>(&'a OsString, Option<u32>);
+        impl fmt::Display for Shown<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.1 {
+                    Some(slot) => write!(f, "{}.{slot}", self.0.display()),
+                    None => write!(f, "{}", self.0.display()),
+                }
+            }
+        }
+        Shown(&self.name.shown, self.table.find(g))
+    }
+}
+
+/// Where the slot files are, which is what HTCondor uploads.
+impl Slots {
     /// A start's arrangement: a copy a commit left in `.NAME/older` beside
     /// the slot that replaced it is removed; then with `Publish::Newest`
     /// every slot found at the top that holds something moves into
@@ -347,70 +414,6 @@ impl Slots {
         rustix::fs::fsync(self.older.as_fd())
             .and_then(|()| rustix::fs::fsync(self.dir()))
             .map_err(at("fsync the store's directories"))
-    }
-
-    /// The table, changed through the rooms that write the files.
-    pub fn table_mut(&mut self) -> &mut Table {
-        &mut self.table
-    }
-
-    /// Slot `slot`'s archive, open for reading, and its description.
-    pub fn open(&self, slot: u32) -> Result<(OwnedFd, Meta), Failed> {
-        let file = rustix::fs::openat(
-            self.dir_of(self.table.place(slot)),
-            self.file(slot).c(),
-            tree::read_flags(),
-            Mode::empty(),
-        )
-        .map_err(at("open the generation"))?;
-        match read_meta(file.as_fd()) {
-            Ok(Some(meta)) => Ok((file, meta)),
-            Err(Bad::Io(e)) => Err(at("read the generation")(e)),
-            _ => Err(at("read the generation")(Errno::IO)),
-        }
-    }
-
-    /// What stat says of slot `slot`'s file.
-    pub fn stat(&self, slot: u32) -> rustix::io::Result<Stat> {
-        let dir = self.dir_of(self.table.place(slot));
-        tree::stat(dir, self.file(slot).c())
-    }
-
-    /// Slot `slot`'s file as a path, for messages.
-    pub fn at(&self, slot: u32) -> impl fmt::Display + '_ {
-        self.shown(slot, self.table.place(slot))
-    }
-
-    /// Slot `slot`'s file in `place` as a path, for messages.
-    fn shown(&self, slot: u32, place: Place) -> impl fmt::Display + '_ {
-        struct Shown<'a>(&'a Name, SlotName, Place);
-        impl fmt::Display for Shown<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let dir = dir_of(Path::new(&self.0.shown));
-                if dir.as_os_str() != "." && !dir.as_os_str().is_empty() {
-                    write!(f, "{}/", dir.display())?;
-                }
-                if self.2 == Place::Older {
-                    write!(f, ".{}/older/", Lossy(self.0.base.to_bytes()))?;
-                }
-                write!(f, "{}", self.1)
-            }
-        }
-        Shown(&self.name, self.file(slot), place)
-    }
-
-    /// The slot file generation `g` is in (NAME.K), for messages.
-    pub fn of(&self, g: u64) -> impl fmt::Display + '_ {
-        struct Shown<'a>(&'a OsString, Option<u32>);
-        impl fmt::Display for Shown<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                match self.1 {
-                    Some(slot) => write!(f, "{}.{slot}", self.0.display()),
-                    None => write!(f, "{}", self.0.display()),
-                }
-            }
-        }
-        Shown(&self.name.shown, self.table.find(g))
     }
 }
 
