@@ -511,3 +511,56 @@ fn periodic_commits_that_keep_failing_end_the_job_after_one_retry() {
         "nothing torn committed"
     );
 }
+
+/// JOB with an incompressible state: PAD random bytes.
+const RANDOM_JOB: &str = r#"n=$(head -n1 state 2>/dev/null || echo 0)
+n=$((n + 1))
+{ echo "$n"; head -c "${PAD:-0}" /dev/urandom; } > state || exit 9
+[ "$n" -lt "${N:-3}" ] && exit 17
+echo "done after $n runs" > result"#;
+
+#[test]
+fn a_commit_needs_room_for_k_plus_2_copies_and_makes_more_from_the_oldest() {
+    let sandbox = Sandbox::new("disk-k2");
+    let Some(disk) = SmallDisk::mount(&sandbox, "24m", "a_commit_needs_room_for_k_plus_2") else {
+        return;
+    };
+    let run_with = |keep: &str| {
+        let mut cmd = disk.ckptrun(&[
+            "--mode",
+            "self",
+            "--ckpt",
+            "state",
+            "--job-ckpt-exit",
+            "17",
+            "--keep",
+            keep,
+            "--",
+            "sh",
+            "-c",
+            RANDOM_JOB,
+        ]);
+        cmd.env_remove("_CONDOR_JOB_AD")
+            .env("PAD", (7 << 20).to_string())
+            .env("N", "9");
+        let out = run(cmd);
+        assert_eq!(out.code(), Some(85), "--keep {keep}: {}", out.stderr);
+        out.stderr
+    };
+    // A 7 MiB state, --keep 1, 24 MiB: the working copy, the newest
+    // generation and the one committed fit; the generation it replaces
+    // goes first (four copies would not fit).
+    for _ in 0..4 {
+        assert_eq!(run_with("1"), "");
+    }
+    assert_eq!(generations(&disk.dir, STORE), [3, 4]);
+    // --keep 2 needs a fourth copy: the commit makes room from the oldest
+    // generation, never the newest intact one, and says so.
+    let stderr = run_with("2");
+    assert_eq!(
+        stderr,
+        "ckptrun: ckptrun.store: the disk is full: generation 3 \
+         (.ckptrun.store/older/ckptrun.store.1) removed to make room\n"
+    );
+    assert_eq!(generations(&disk.dir, STORE), [4, 5]);
+}
