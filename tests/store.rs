@@ -526,7 +526,7 @@ fn a_commit_needs_room_for_k_plus_2_copies_and_makes_more_from_the_oldest() {
         return;
     };
     let run_with = |keep: &str| {
-        let mut cmd = disk.ckptrun(&[
+        let mut cmd = disk.ckptrun([
             "--mode",
             "self",
             "--ckpt",
