@@ -65,42 +65,34 @@ pub fn write(
 ) -> Result<u32, Failed> {
     let slot = slots.next_slot();
     let newest_kept = is_newest_intact(slots, slot);
-    let mut freed = match newest_kept {
-        true => None,
-        false => remove(slots, slot, log),
-    };
+    let mut replaced = hold(slots, slot);
+    let mut freed = None;
+    if !newest_kept {
+        remove(slots, slot);
+        freed = replaced.take().map(Held::let_go);
+    }
     let built = build_making_room((slots, scratch, tag), (g, extra), fill, &mut freed, log);
-    // The newest intact generation (--keep 0) stays until the rename
-    // replaces it; then it is freed beside.
-    let mut held = None;
     let done = built.and_then(|()| {
-        if newest_kept {
-            held = hold_replaced(slots, slot);
-        }
         rustix::fs::renameat(scratch.dir(), BUILDING, slots.dir(), slots.file(slot).c())
             .map_err(at("rename the archive into its slot"))?;
         rustix::fs::fsync(slots.dir()).map_err(at("fsync the store's directory"))
     });
     for name in [BUILDING, SUMS] {
-        let _ = rustix::fs::unlinkat(scratch.dir(), name, rustix::fs::AtFlags::empty());
+        let _ = rustix::fs::unlinkat(scratch.dir(), name, AtFlags::empty());
     }
-    let children = held.map(Held::let_go).into_iter().chain(freed);
-    for child in children {
+    // The newest intact generation (--keep 0) stays until the rename
+    // replaces it (a copy in `.NAME/older` goes after it); then it is
+    // freed beside.
+    if newest_kept && done.is_ok() && slots.place(slot) == Place::Older {
+        remove(slots, slot);
+    }
+    for child in freed.into_iter().chain(replaced.map(Held::let_go)) {
         match (&done, freeing) {
             (Ok(()), Freeing::Leave) => {}
             _ => drop(child.result()),
         }
     }
     done?;
-    if newest_kept && slots.place(slot) == Place::Older {
-        // The replaced copy in `.NAME/older`; the next start removes it
-        // if this cannot.
-        let _ = rustix::fs::unlinkat(
-            slots.dir_of(Place::Older),
-            slots.file(slot).c(),
-            AtFlags::empty(),
-        );
-    }
     slots.table_mut().committed(slot, g);
     Ok(slot)
 }
@@ -138,42 +130,23 @@ fn build_making_room(
             slots.name().shown.display(),
             slots.at(slot)
         ));
-        if let Some(child) = remove(slots, slot, log) {
-            let _ = child.result();
-        }
+        remove(slots, slot);
     }
 }
 
-/// Removes slot `slot`'s file (whatever it held); a large one's blocks are
-/// freed by a child beside the commit, returned to be waited for.
-fn remove(slots: &mut Slots, slot: u32, log: &Log) -> Option<Beside> {
-    let (dir, name) = (slots.dir_of(slots.place(slot)), slots.file(slot));
-    let file = rustix::fs::openat(dir, name.c(), tree::read_flags(), Mode::empty()).ok();
-    if let Err(e) = rustix::fs::unlinkat(dir, name.c(), AtFlags::empty()) {
-        if e != Errno::NOENT {
-            log.warn(format_args!(
-                "{}: cannot remove it: {}",
-                slots.at(slot),
-                crate::os::sys::strerror(e)
-            ));
-            return None;
-        }
-    }
+/// Removes slot `slot`'s file, wherever it is (whatever it held: its
+/// blocks are freed here, unless a child holds it). A file that cannot be
+/// removed stays, and costs only room.
+fn remove(slots: &mut Slots, slot: u32) {
+    let dir = slots.dir_of(slots.place(slot));
+    let _ = rustix::fs::unlinkat(dir, slots.file(slot).c(), AtFlags::empty());
     slots.table_mut().removed(slot);
-    let big = file
-        .as_ref()
-        .and_then(|f| rustix::fs::fstat(f).ok())
-        .is_some_and(|st| st.st_size >= 1 << 20);
-    match (file, big) {
-        (Some(file), true) => Beside::hold(file).map(Held::let_go),
-        _ => None,
-    }
 }
 
-/// The generation a commit is about to replace in `slot`, held by a
-/// child (`Beside::hold`): freeing its blocks and pages (some 40 ms for
-/// 256 MiB on ext4) is then not in the commit's path.
-fn hold_replaced(slots: &Slots, slot: u32) -> Option<Held> {
+/// The file in `slot`, if large, held by a child (`Beside::hold`):
+/// freeing its blocks and pages (some 40 ms for 256 MiB on ext4) is then
+/// not in the commit's path.
+fn hold(slots: &Slots, slot: u32) -> Option<Held> {
     let file = rustix::fs::openat(
         slots.dir_of(slots.place(slot)),
         slots.file(slot).c(),

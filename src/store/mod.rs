@@ -228,7 +228,14 @@ impl Store {
     /// The slot files where HTCondor should find them (see `slots`): a
     /// failure only costs an upload, and is said.
     fn arrange(&mut self, log: &Log) {
-        if let Err(f) = self.slots.arrange() {
+        let done = self.slots.arrange();
+        self.say(done, log);
+    }
+
+    /// A step that only costs an upload if it fails: said, not fatal.
+    #[inline(never)]
+    fn say(&self, done: Result<(), Failed>, log: &Log) {
+        if let Err(f) = done {
             log.warn(format_args!("{}: {f}", self.name()));
         }
     }
@@ -380,18 +387,16 @@ impl Store {
             "committed generation {g} to {}",
             self.slots.of(g)
         ));
-        if let Err(f) = self.slots.after_commit(slot) {
-            log.warn(format_args!("{}: {f}", self.name()));
-        }
+        let done = self.slots.after_commit(slot);
+        self.say(done, log);
     }
 
     /// The job has ended for good: `returned` (a failed end, or
     /// `--return-store`), the newest generation goes back with the
     /// outputs; otherwise the store stays behind (see `slots`).
     pub fn at_end(&mut self, returned: bool, log: &Log) {
-        if let Err(f) = self.slots.at_end(returned) {
-            log.warn(format_args!("{}: {f}", self.name()));
-        }
+        let done = self.slots.at_end(returned);
+        self.say(done, log);
     }
 
     /// Generation `bad` would not restart: sets it aside (see `verify`)

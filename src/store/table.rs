@@ -47,7 +47,12 @@ impl SlotSet {
 
     /// Its slots, in order.
     pub fn iter(self) -> impl Iterator<Item = u32> {
-        (0..=MAX_KEEP).filter(move |&s| self.contains(s))
+        let mut left = self.0;
+        core::iter::from_fn(move || {
+            let slot = left.trailing_zeros();
+            left &= left.wrapping_sub(1);
+            (slot < 128).then_some(slot)
+        })
     }
 }
 
