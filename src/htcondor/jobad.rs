@@ -57,6 +57,9 @@ pub struct JobAd {
     pub transfer_input: Option<FileList>,
     /// Cmd: the executable, as its path on the access point.
     pub executable: Option<FileList>,
+    /// CheckpointDestination is set: checkpoints go to URL storage, and
+    /// an eviction's upload is not what a restart gets.
+    pub checkpoint_destination: bool,
 }
 
 /// Reads the job ad named by `_CONDOR_JOB_AD` (through `env`, for tests), if any.
@@ -154,6 +157,9 @@ pub fn parse(text: &[u8], warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> Option<Jo
             ad.transfer_input = attr.get(list, LIST, warn);
         } else if is("Cmd") {
             ad.executable = attr.get(list, LIST, warn);
+        } else if is("CheckpointDestination") {
+            let url = attr.get(list, LIST, warn);
+            ad.checkpoint_destination = url.is_some_and(|u| !u.is_empty());
         }
     }
     if by_signal {
@@ -408,8 +414,11 @@ WhenToTransferOutput = "ON_EXIT_OR_EVICT"
             transfer_checkpoint: Some(FileList::from_slice(b"state.ckpt").unwrap()),
             transfer_input: None,
             executable: Some(FileList::from_slice(b"/home/u/ckptrun").unwrap()),
+            checkpoint_destination: false,
         };
         assert_eq!(got, want);
+        let (got, _) = ad("CheckpointDestination = \"local:///tmp/c\"\n");
+        assert!(got.checkpoint_destination);
     }
 
     #[test]

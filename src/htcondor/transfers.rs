@@ -80,7 +80,11 @@ impl<'a> Advice<'a> {
             checkpoint_lacks: lacks(&ad.transfer_checkpoint),
             ..Self::default()
         };
-        if !advice.on_evict {
+        if ad.checkpoint_destination {
+            // A restart takes the destination's newest checkpoint, never
+            // an eviction's upload: what evictions upload does not matter.
+            advice.on_evict = false;
+        } else if !advice.on_evict {
             advice.output_lacks = lacks(&ad.transfer_output);
             if ad.transfer_output.is_none() {
                 advice.not_top_level = files.iter().copied().find(|f| in_subdirectory(f));
@@ -262,6 +266,21 @@ mod tests {
                  (else the checkpoint taken at eviction is thrown away)"
             );
         }
+    }
+
+    #[test]
+    fn with_a_checkpoint_destination_on_exit_is_right() {
+        // self-destination.sub (docs/self.md): the restart takes the
+        // destination's newest checkpoint, never an eviction's upload.
+        let ad = JobAd {
+            transfers_on_evict: Some(false),
+            checkpoint_destination: true,
+            transfer_checkpoint: list("ckptrun.store.0, ckptrun.store.1, ckptrun.log"),
+            transfer_output: list("result, ckptrun.log"),
+            ..good()
+        };
+        let slots = ["ckptrun.store.0", "ckptrun.store.1"];
+        assert_eq!(advice(&ad, &slots, Some(CkptExit::Code(85))), "");
     }
 
     #[test]
