@@ -61,14 +61,7 @@ fn uploads(pool: &pool::Pool, id: &str) -> Vec<u64> {
 
 /// The slot files job `id`'s spool directory holds now, and their sizes.
 fn spooled_slots(pool: &pool::Pool, id: &str) -> Vec<(String, u64)> {
-    let (cluster, proc) = id.split_once('.').unwrap();
-    let cluster: u64 = cluster.parse().unwrap();
-    let dir = pool
-        .dir
-        .join("local/spool")
-        .join((cluster % 10000).to_string())
-        .join(proc)
-        .join(format!("cluster{cluster}.proc{proc}.subproc0"));
+    let dir = pool.spool_dir(id);
     let mut found: Vec<(String, u64)> = std::fs::read_dir(&dir)
         .map(|d| {
             d.flatten()

@@ -21,22 +21,11 @@ use std::time::{Duration, Instant};
 
 use pool::{EVICTED, EXECUTING, HELD, Pool, START, SubmitDir, self_dir, succeeds, wait_started};
 
-/// Where HTCondor keeps job `id`'s files on the access point.
-fn spool_dir(pool: &Pool, id: &str) -> PathBuf {
-    let (cluster, proc) = id.split_once('.').unwrap();
-    let cluster: u64 = cluster.parse().unwrap();
-    pool.dir
-        .join("local/spool")
-        .join((cluster % 10000).to_string())
-        .join(proc)
-        .join(format!("cluster{cluster}.proc{proc}.subproc0"))
-}
-
 /// The newest checkpoint HTCondor has taken for job `id`: the highest
 /// NNNN of the MANIFESTs in its spool (the shadow writes one once a
 /// checkpoint is wholly in the destination).
 fn newest_checkpoint(pool: &Pool, id: &str) -> Option<u32> {
-    std::fs::read_dir(spool_dir(pool, id))
+    std::fs::read_dir(pool.spool_dir(id))
         .ok()?
         .flatten()
         .filter_map(|e| {

@@ -140,6 +140,18 @@ impl Pool {
         (sandbox.file_name() == Some(format!("dir_{starter}").as_ref())).then_some(starter)
     }
 
+    /// Where HTCondor keeps job `id`'s files on the access point (its
+    /// spool directory).
+    pub fn spool_dir(&self, id: &str) -> PathBuf {
+        let (cluster, proc) = id.split_once('.').unwrap();
+        let cluster: u64 = cluster.parse().unwrap();
+        self.dir
+            .join("local/spool")
+            .join((cluster % 10000).to_string())
+            .join(proc)
+            .join(format!("cluster{cluster}.proc{proc}.subproc0"))
+    }
+
     /// The last `lines` lines of one of the daemons' logs (`ShadowLog`, ...).
     pub fn daemon_log(&self, name: &str, lines: usize) -> String {
         let text =
