@@ -113,9 +113,7 @@ fn read(path: &OsStr, buf: &mut [u8]) -> Result<usize, &'static str> {
 /// Returns None when the whole ad is malformed.
 pub fn parse(text: &[u8], warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> Option<JobAd> {
     let mut ad = JobAd::default();
-    let mut by_signal = false;
-    let mut exit_signal = None;
-    let mut exit_signal_given = false;
+    let mut by_signal = BySignal::default();
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
         let number = i + 1;
         if line.contains(&0) {
@@ -130,47 +128,72 @@ pub fn parse(text: &[u8], warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> Option<Jo
             warn(format_args!("line {number} is not `Name = value`; ignored"));
             return None;
         };
-        let attr = Attr { name, raw };
-        let is = |wanted: &str| name.eq_ignore_ascii_case(wanted.as_bytes());
-        if is("SuccessCheckpointExitCode") {
-            ad.exit_code = attr.get(exit_code, "an exit code 1-255", warn);
-        } else if is("SuccessCheckpointExitBySignal") {
-            by_signal = attr.get(boolean, "true or false", warn).unwrap_or(false);
-        } else if is("SuccessCheckpointExitSignal") {
-            exit_signal = attr.get(signal, "a signal name or number 1-64", warn);
-            exit_signal_given = true;
-        } else if is("CheckpointSig") {
-            ad.checkpoint_sig = attr.get(catchable, CATCHABLE, warn);
-        } else if is("KillSig") {
-            ad.kill_sig = attr.get(catchable, CATCHABLE, warn);
-        } else if is("JobMaxVacateTime") {
-            ad.max_vacate = attr.get(seconds, "a positive number of seconds", warn);
-        } else if is("ShouldTransferFiles") {
-            ad.transfers_files = attr.get(not_no, "YES, IF_NEEDED or NO", warn);
-        } else if is("WhenToTransferOutput") {
-            ad.transfers_on_evict = attr.get(on_evict, "a word such as ON_EXIT", warn);
-        } else if is("TransferOutput") {
-            ad.transfer_output = attr.get(list, LIST, warn);
-        } else if is("TransferCheckpoint") {
-            ad.transfer_checkpoint = attr.get(list, LIST, warn);
-        } else if is("TransferInput") {
-            ad.transfer_input = attr.get(list, LIST, warn);
-        } else if is("Cmd") {
-            ad.executable = attr.get(list, LIST, warn);
-        } else if is("CheckpointDestination") {
-            let url = attr.get(list, LIST, warn);
-            ad.checkpoint_destination = url.is_some_and(|u| !u.is_empty());
-        }
+        take(&mut ad, &mut by_signal, Attr { name, raw }, warn);
     }
-    if by_signal {
-        ad.exit_signal = exit_signal;
-        if !exit_signal_given {
+    ad.exit_signal = by_signal.settle(warn);
+    Some(ad)
+}
+
+/// The two attributes that together say a checkpoint ends by a signal.
+#[derive(Default)]
+struct BySignal {
+    /// SuccessCheckpointExitBySignal is true.
+    asked: bool,
+    /// SuccessCheckpointExitSignal, when present: its value, if usable.
+    signal: Option<Option<Sig>>,
+}
+
+impl BySignal {
+    /// The signal a checkpoint ends by, when the ad asks for one.
+    fn settle(self, warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> Option<Sig> {
+        if !self.asked {
+            return None;
+        }
+        if self.signal.is_none() {
             warn(format_args!(
                 "SuccessCheckpointExitBySignal is true but SuccessCheckpointExitSignal is missing"
             ));
         }
+        self.signal.flatten()
     }
-    Some(ad)
+}
+
+/// Stores one attribute in `ad` (or `by_signal`) when ckptrun reads it.
+fn take(
+    ad: &mut JobAd,
+    by_signal: &mut BySignal,
+    attr: Attr<'_>,
+    warn: &mut dyn FnMut(fmt::Arguments<'_>),
+) {
+    let is = |wanted: &str| attr.name.eq_ignore_ascii_case(wanted.as_bytes());
+    if is("SuccessCheckpointExitCode") {
+        ad.exit_code = attr.get(exit_code, "an exit code 1-255", warn);
+    } else if is("SuccessCheckpointExitBySignal") {
+        by_signal.asked = attr.get(boolean, "true or false", warn).unwrap_or(false);
+    } else if is("SuccessCheckpointExitSignal") {
+        by_signal.signal = Some(attr.get(signal, "a signal name or number 1-64", warn));
+    } else if is("CheckpointSig") {
+        ad.checkpoint_sig = attr.get(catchable, CATCHABLE, warn);
+    } else if is("KillSig") {
+        ad.kill_sig = attr.get(catchable, CATCHABLE, warn);
+    } else if is("JobMaxVacateTime") {
+        ad.max_vacate = attr.get(seconds, "a positive number of seconds", warn);
+    } else if is("ShouldTransferFiles") {
+        ad.transfers_files = attr.get(not_no, "YES, IF_NEEDED or NO", warn);
+    } else if is("WhenToTransferOutput") {
+        ad.transfers_on_evict = attr.get(on_evict, "a word such as ON_EXIT", warn);
+    } else if is("TransferOutput") {
+        ad.transfer_output = attr.get(list, LIST, warn);
+    } else if is("TransferCheckpoint") {
+        ad.transfer_checkpoint = attr.get(list, LIST, warn);
+    } else if is("TransferInput") {
+        ad.transfer_input = attr.get(list, LIST, warn);
+    } else if is("Cmd") {
+        ad.executable = attr.get(list, LIST, warn);
+    } else if is("CheckpointDestination") {
+        let url = attr.get(list, LIST, warn);
+        ad.checkpoint_destination = url.is_some_and(|u| !u.is_empty());
+    }
 }
 
 /// Splits `Name = value` (a trimmed line); None when it is not that shape.
