@@ -243,6 +243,25 @@ pub fn read_fill(fd: impl std::os::fd::AsFd, buf: &mut [u8]) -> rustix::io::Resu
     Ok(len)
 }
 
+/// Reads what is in the pipe now (non-blocking) into `buf`, keeping the
+/// first `buf.len()` bytes; returns how many it kept.
+pub fn drain(pipe: std::os::fd::BorrowedFd, buf: &mut [u8]) -> usize {
+    let mut len = 0;
+    let mut spill = [0u8; 512];
+    loop {
+        let into: &mut [u8] = if len < buf.len() {
+            &mut buf[len..]
+        } else {
+            &mut spill
+        };
+        match rustix::io::read(pipe, into) {
+            Ok(0) | Err(_) => return len,
+            Ok(n) if len < buf.len() => len += n,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// Writes all of `bytes`, retrying after EINTR and short writes.
 pub fn write_all(fd: impl std::os::fd::AsFd, mut bytes: &[u8]) -> rustix::io::Result<()> {
     while !bytes.is_empty() {
