@@ -144,6 +144,13 @@ impl SigAction {
         Self(unsafe { core::mem::zeroed() })
     }
 
+    /// `SIG_IGN` with no flags and an empty mask.
+    pub fn ignore() -> Self {
+        let mut action = Self::default_action();
+        action.0.sa_sigaction = libc::SIG_IGN;
+        action
+    }
+
     pub fn is_ignored(&self) -> bool {
         self.0.sa_sigaction == libc::SIG_IGN
     }
