@@ -20,18 +20,20 @@ use std::time::Duration;
 use cluster::{Cluster, Job, JobDir, Turn, cluster, nothing_left_in, wait_until};
 use common::{Rng, clock_seed, log_lines, restarts_follow_commits};
 
+/// One seed for the whole run, said by every test that draws from it
+/// (a failing test's output then has it).
 fn seed() -> u64 {
     static SEED: OnceLock<u64> = OnceLock::new();
-    *SEED.get_or_init(|| {
-        let seed = std::env::var("CKPTRUN_SLURM_SEED")
+    let seed = *SEED.get_or_init(|| {
+        std::env::var("CKPTRUN_SLURM_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or_else(clock_seed);
-        eprintln!(
-            "tests/slurm: seed {seed} (CKPTRUN_SLURM_SEED={seed} replays when the jobs are preempted)"
-        );
-        seed
-    })
+            .unwrap_or_else(clock_seed)
+    });
+    eprintln!(
+        "tests/slurm: seed {seed} (CKPTRUN_SLURM_SEED={seed} replays when the jobs are preempted)"
+    );
+    seed
 }
 
 /// The test's own draws from the seed.
