@@ -178,7 +178,7 @@ impl Query {
 
     /// Asks slurmctld about the job, waiting ANSWER_WITHIN at most. Does
     /// not allocate.
-    #[inline(never)]
+    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     fn ask(&self, job: SlurmJob, inherited: &Inherited, log: &Log) -> Meaning {
         let mut out = [0u8; 2048];
         // A late answer to an earlier question.
