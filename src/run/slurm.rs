@@ -118,7 +118,8 @@ enum Answer {
     Evict,
     /// The job ends at once (see `Watch::cancel`).
     EndNow,
-    /// Init mode: Slurm sent it to every process of the job, the job's too.
+    /// Init mode: Slurm sent it to every process of the job, the job's
+    /// too: not sent a second time (a signal `--map` makes of it is).
     NotAgain,
     /// Init mode: passed on as any signal.
     PassOn,
@@ -320,7 +321,11 @@ impl Protocol for Watch<'_> {
         match answer {
             Answer::Evict | Answer::PassOn => self.inner.on_signal(sig, job),
             Answer::EndNow => self.cancel(job),
-            Answer::NotAgain => Action::Drop,
+            // What --map makes of it (SIGTERM as SIGINT, say) still goes.
+            Answer::NotAgain => match self.inner.on_signal(sig, job) {
+                Action::Forward(libc::SIGTERM) => Action::Drop,
+                other => other,
+            },
         }
     }
 
@@ -385,6 +390,21 @@ mod tests {
         for (state, reason, restarts, want) in cases {
             let out = shown("job.sh", state, reason, restarts);
             assert_eq!(meaning(&out, 1), want, "{state} {reason} {restarts}");
+        }
+    }
+
+    #[test]
+    fn only_a_cancel_ends_a_checkpointed_job_without_a_checkpoint() {
+        use Meaning::*;
+        for meaning in [Requeue, TimeLimit, Signal, Unknown] {
+            assert_eq!(Answer::to(meaning, true), Answer::Evict, "{meaning}");
+        }
+        assert_eq!(Answer::to(Cancel, true), Answer::EndNow);
+        for meaning in [Requeue, TimeLimit, Cancel] {
+            assert_eq!(Answer::to(meaning, false), Answer::NotAgain, "{meaning}");
+        }
+        for meaning in [Signal, Unknown] {
+            assert_eq!(Answer::to(meaning, false), Answer::PassOn, "{meaning}");
         }
     }
 
