@@ -72,7 +72,10 @@ stop_slurm() {
         fi
     fi
 }
-trap 'stop_pool; stop_slurm' EXIT
+slurm_tests=""
+# The Slurm tests, if still running (they run in a session of their own).
+stop_slurm_tests() { [ -z "$slurm_tests" ] || kill -- -"$slurm_tests" 2>/dev/null || true; }
+trap 'stop_slurm_tests; stop_pool; stop_slurm' EXIT
 trap 'exit 130' INT TERM HUP
 
 # A collector port nobody listens on; another if one is taken meanwhile
@@ -145,9 +148,32 @@ fi
 
 # The fault storm's lines (its seed, its plan, the faults it delivered)
 # are shown whether it passes or fails: it runs on its own, uncaptured.
+# The Slurm tests run beside it, after everything else: each in a real
+# system of its own, their jobs mostly waiting; with threads enough for
+# every Slurm test to wait its turn on the cluster at once. Their lines
+# (the seed, each job, each preemption) follow the storm's.
 storm=jobs_of_every_mode_survive_a_storm_of_vacates_crashes_and_holds
-cargo test --locked -- --skip "$storm"
-cargo test --locked --test fault_storm -- --nocapture "$storm"
+all_but_slurm=(--bins)
+for t in tests/*.rs; do
+    t=$(basename "$t" .rs)
+    [ "$t" = slurm ] || all_but_slurm+=(--test "$t")
+done
+cargo test --locked "${all_but_slurm[@]}" -- --skip "$storm"
+cargo test --locked --test slurm --no-run
+slurm_log=$(mktemp /tmp/ckptrun-test-slurm-log.XXXXXX)
+setsid cargo test --locked --test slurm -- --nocapture --test-threads 8 >"$slurm_log" 2>&1 &
+slurm_tests=$!
+storm_failed=0
+cargo test --locked --test fault_storm -- --nocapture "$storm" || storm_failed=1
+slurm_failed=0
+wait "$slurm_tests" || slurm_failed=1
+slurm_tests=""
+cat "$slurm_log"
+rm -f "$slurm_log"
+if [ $storm_failed = 1 ] || [ $slurm_failed = 1 ]; then
+    echo "test.sh: failed:$([ $storm_failed = 1 ] && echo " the fault storm")$([ $slurm_failed = 1 ] && echo " tests/slurm.rs")" >&2
+    exit 1
+fi
 stop_pool
 stop_slurm
 cargo clippy --locked --all-targets -- -D warnings
