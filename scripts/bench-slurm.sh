@@ -117,20 +117,23 @@ wait_for() { # what, command...: polls every 20 ms, 120 s at most
     done
 }
 
-# One eviction's figures, from the run's log lines and stamp: "TOTAL QUERY".
+# One run's figures, from its ckptrun's log lines (the nth ckptrun to
+# start) and the nth stamp: "TOTAL QUERY", QUERY `-` when ckptrun never
+# looked its SIGTERM up (in init mode the job may die of Slurm's own
+# SIGTERM, and ckptrun end with it, first).
 figures() {
-    local dir=$1 n=$2 stamp exit_line query_line
+    local dir=$1 n=$2 stamp pid exit_line query_line
     stamp=$(sed -n "${n}p" "$dir/sigterm.times")
-    exit_line=$(grep -E '\]: (exit |dying by )' "$dir/ckptrun.log" | sed -n "${n}p")
-    query_line=$(grep 'SIGTERM: job ' "$dir/ckptrun.log" | sed -n "${n}p")
-    local exit_ms query_ms stamp_ms=$((stamp / 1000000))
-    exit_ms=$(ms_of_log_line "$exit_line")
-    query_ms=$(ms_of_log_line "$query_line")
-    echo "$((exit_ms - stamp_ms)) $((query_ms - stamp_ms))"
+    pid=$(grep 'started ' "$dir/ckptrun.log" | sed -n "${n}s/.*ckptrun\[\([0-9]*\)\].*/\1/p")
+    exit_line=$(grep -E "ckptrun\[$pid\]: (exit |dying by )" "$dir/ckptrun.log")
+    query_line=$(grep "ckptrun\[$pid\]: SIGTERM: job " "$dir/ckptrun.log" | head -n 1)
+    local stamp_ms=$((stamp / 1000000)) query=-
+    [ -z "$query_line" ] || query=$(($(ms_of_log_line "$query_line") - stamp_ms))
+    echo "$(($(ms_of_log_line "$exit_line") - stamp_ms)) $query"
 }
 
 echo "Slurm $(sinfo --version | cut -d' ' -f2), KillWait ${kill_wait}, $cpus CPUs; $(nproc) cores, $(uname -r)"
-echo "| mode | preemption: SIGTERM -> exit, ms, median (range) of $runs | of which asking slurmctld | scancel: SIGTERM -> exit, ms |"
+echo "| mode | preemption: SIGTERM -> exit, ms, median (range) of $runs | of which asking slurmctld, in the runs that asked | scancel: SIGTERM -> exit, ms |"
 echo "|---|---|---|---|"
 for mode in "${modes[@]}"; do
     prepare "$mode"
@@ -155,7 +158,8 @@ for mode in "${modes[@]}"; do
     wait_for "$mode cancel stamped" at_least stamps "$dir" "$n"
     read -r cancel _ < <(figures "$dir" "$n")
     t=$(printf '%s\n' "${totals[@]}")
-    q=$(printf '%s\n' "${queries[@]}")
-    echo "| $mode | $(median <<< "$t") ($(range <<< "$t")) | $(median <<< "$q") ($(range <<< "$q")) | $cancel |"
+    q=$(printf '%s\n' "${queries[@]}" | grep -v '^-$' || true)
+    asked=$(grep -c . <<< "$q" || true)
+    echo "| $mode | $(median <<< "$t") ($(range <<< "$t")) | $(median <<< "$q") ($(range <<< "$q")), $asked of $runs | $cancel |"
     grep -E 'SIGTERM: job|\]: (exit |dying)' "$dir/ckptrun.log" | sed 's/^/    /' >&2
 done
