@@ -13,6 +13,13 @@
 # whatever happens. Without a pool they are skipped, saying so; with CI
 # set, a pool that cannot start is a failure.
 #
+# The Slurm tests (tests/slurm.rs) run in a real Slurm 22.05 cluster of one
+# node that this script starts with ../shared/tools/slurm-cluster.sh
+# (SLURM_CLUSTER_SCRIPT to use another copy) in a directory and on ports
+# of its own, and stops whatever happens; their jobs run as the account
+# ckptrun-test (created if missing). The same rule: skipped and said so
+# without a cluster, a failure under CI.
+#
 # The tests of --mode dmtcp (tests/dmtcp_real.rs, tests/dmtcp_harness.rs,
 # tests/htcondor.rs, tests/fault_storm.rs) run against the real DMTCP
 # 4.2.0, which this script builds once with ../shared/tools/real-dmtcp.sh
@@ -54,7 +61,21 @@ stop_pool() {
         fi
     fi
 }
-trap stop_pool EXIT
+slurm_script=${SLURM_CLUSTER_SCRIPT:-$PWD/../shared/tools/slurm-cluster.sh}
+slurm_dir=/tmp/ckptrun-test-slurm.$$
+stop_slurm() {
+    if [ -d "$slurm_dir" ]; then
+        if "$slurm_script" stop "$slurm_dir"; then
+            rm -rf "$slurm_dir"
+        else
+            echo "test.sh: could not stop the Slurm cluster in $slurm_dir" >&2
+        fi
+    fi
+}
+slurm_tests=""
+# The Slurm tests, if still running (they run in a session of their own).
+stop_slurm_tests() { [ -z "$slurm_tests" ] || kill -- -"$slurm_tests" 2>/dev/null || true; }
+trap 'stop_slurm_tests; stop_pool; stop_slurm' EXIT
 trap 'exit 130' INT TERM HUP
 
 # A collector port nobody listens on; another if one is taken meanwhile
@@ -81,6 +102,38 @@ start_pool() {
     done
     return 1
 }
+# Two ports nobody listens on, for slurmctld and slurmd. Sets slurm_env,
+# or why not.
+start_slurm() {
+    local port log=$slurm_dir.log
+    [ -x "$slurm_script" ] || { why="no $slurm_script"; return 1; }
+    [ "$(id -u)" = 0 ] || { why="it needs root"; return 1; }
+    id ckptrun-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash ckptrun-test ||
+        { why="useradd ckptrun-test failed"; return 1; }
+    port=$((40000 + $$ % 20000))
+    while ! port_free "$port" || ! port_free $((port + 1)); do port=$((port + 2)); done
+    if slurm_env=$(SLURMCTLD_PORT=$port SLURMD_PORT=$((port + 1)) "$slurm_script" start "$slurm_dir" 2>"$log"); then
+        rm -f "$log"
+        echo "test.sh: Slurm cluster for tests/slurm.rs in $slurm_dir, slurmctld 127.0.0.1:$port"
+        return 0
+    fi
+    why=$(tail -1 "$log")
+    [ -n "$why" ] || why="$slurm_script start failed"
+    rm -f "$log"
+    return 1
+}
+skipped_slurm=""
+if start_slurm; then
+    eval "$slurm_env"
+    export SLURM_TEST_CLUSTER=$slurm_dir
+elif [ -n "${CI:-}" ]; then
+    echo "test.sh: CI is set and the Slurm cluster did not start: $why" >&2
+    exit 1
+else
+    skipped_slurm="test.sh: Slurm tests (tests/slurm.rs) SKIPPED: the cluster did not start: $why"
+    echo "$skipped_slurm" >&2
+fi
+
 skipped=""
 if start_pool; then
     eval "$pool_env"
@@ -95,11 +148,36 @@ fi
 
 # The fault storm's lines (its seed, its plan, the faults it delivered)
 # are shown whether it passes or fails: it runs on its own, uncaptured.
+# The Slurm tests run beside it, after everything else: each in a real
+# system of its own, their jobs mostly waiting; with threads enough for
+# every Slurm test to wait its turn on the cluster at once. Their lines
+# (the seed, each job, each preemption) follow the storm's.
 storm=jobs_of_every_mode_survive_a_storm_of_vacates_crashes_and_holds
-cargo test --locked -- --skip "$storm"
-cargo test --locked --test fault_storm -- --nocapture "$storm"
+all_but_slurm=(--bins)
+for t in tests/*.rs; do
+    t=$(basename "$t" .rs)
+    [ "$t" = slurm ] || all_but_slurm+=(--test "$t")
+done
+cargo test --locked "${all_but_slurm[@]}" -- --skip "$storm"
+cargo test --locked --test slurm --no-run
+slurm_log=$(mktemp /tmp/ckptrun-test-slurm-log.XXXXXX)
+setsid cargo test --locked --test slurm -- --nocapture --test-threads 8 >"$slurm_log" 2>&1 &
+slurm_tests=$!
+storm_failed=0
+cargo test --locked --test fault_storm -- --nocapture "$storm" || storm_failed=1
+slurm_failed=0
+wait "$slurm_tests" || slurm_failed=1
+slurm_tests=""
+cat "$slurm_log"
+rm -f "$slurm_log"
+if [ $storm_failed = 1 ] || [ $slurm_failed = 1 ]; then
+    echo "test.sh: failed:$([ $storm_failed = 1 ] && echo " the fault storm")$([ $slurm_failed = 1 ] && echo " tests/slurm.rs")" >&2
+    exit 1
+fi
 stop_pool
+stop_slurm
 cargo clippy --locked --all-targets -- -D warnings
 cargo fmt --check
 if [ -n "$skipped" ]; then echo "$skipped" >&2; fi
 if [ -n "$skipped_dmtcp" ]; then echo "$skipped_dmtcp" >&2; fi
+if [ -n "$skipped_slurm" ]; then echo "$skipped_slurm" >&2; fi

@@ -2,7 +2,8 @@
 //! checkpoint, be evicted, and resume where it left off.
 //!
 //! The story, step by step: block signals and note what was inherited;
-//! parse the command line, then HTCondor's job ad; plan the launch (find
+//! parse the command line; under Slurm, have what ckptrun starts ignore
+//! SIGTERM; read HTCondor's job ad; plan the launch (find
 //! PROGRAM; condor: read its architecture, look for a checkpoint; self:
 //! restore the working copy from the store; dmtcp: find the tools, start
 //! a coordinator, launch or restart); set the personality (condor);
@@ -37,12 +38,12 @@ use crate::os::log::Log;
 use crate::os::{internal_error, personality, program, sys};
 use crate::run::protocol::Verdict;
 use crate::run::signals::Inherited;
-use crate::run::start::{Outputs, Start};
-use crate::run::{exit, spawn, status_file, supervise};
+use crate::run::start::{Outputs, Settings, Start};
+use crate::run::{exit, slurm, spawn, status_file, supervise};
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
-    let inherited = Inherited::take();
+    let mut inherited = Inherited::take();
     internal_error::report_panics();
     sys::hold_standard_fds();
     let argv = args(argc, argv);
@@ -54,6 +55,9 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     };
     let log = Log::open(config.log.as_deref(), config.verbose)
         .unwrap_or_else(|e| fail(&Log::stderr_only(), e));
+    if let Some(slurm) = config.start_settings().slurm {
+        slurm::shield(&slurm, &mut inherited, &log);
+    }
     if config.mode == Mode::Dmtcp && rustix::process::getpid().is_init() {
         match dmtcp_as_pid_1(&config, &argv, &inherited, &log) {
             Ok(verdict) => exit::finish(verdict, &log),
@@ -129,7 +133,11 @@ fn dmtcp_as_pid_1(
     let me = spawn::Command::new(Path::new("/proc/self/exe"), "ckptrun".as_ref(), argv, &[])?;
     let start = Start {
         program: config.program.as_os_str(),
-        settings: config.start_settings(),
+        // The ckptrun it runs looks Slurm's SIGTERM up.
+        settings: Settings {
+            slurm: None,
+            ..config.start_settings()
+        },
         inherited,
         log,
         status_file: None,

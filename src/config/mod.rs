@@ -20,6 +20,7 @@ use std::ops::ControlFlow;
 use lexopt::prelude::*;
 
 use crate::os::error::Error;
+use crate::run::slurm::SlurmJob;
 pub use help::HELP;
 use options::{MODE, OPTIONS, Opt, Spec, set};
 pub use settings::{Config, Mode, Request};
@@ -53,6 +54,7 @@ pub fn parse(
     };
     let mut config = Config {
         args: line.args,
+        slurm: SlurmJob::from_env(&env),
         ..Config::default()
     };
     // The mode first: it decides which variables count.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::os::personality::{ArchChoice, Flags};
 use crate::os::sys::Sig;
+use crate::run::slurm::{Slurm, SlurmJob};
 use crate::run::start::Settings;
 use crate::run::supervise::Supervision;
 
@@ -107,6 +108,8 @@ pub struct Config {
     /// Options given on the command line or in CKPTRUN_* variables: the
     /// job ad does not override them.
     pub explicit: Vec<&'static str>,
+    /// The Slurm job ckptrun runs in (SLURM_JOB_ID), if any.
+    pub slurm: Option<SlurmJob>,
 }
 
 impl Default for Config {
@@ -154,6 +157,7 @@ impl Default for Config {
             periodic_signals: Vec::new(),
             vacate_time: None,
             explicit: Vec::new(),
+            slurm: None,
         }
     }
 }
@@ -169,6 +173,10 @@ impl Config {
             kill_after: self.kill_after,
             ckpt_exit_code: self.ckpt_exit_code,
             exit_by_signal: self.exit_by_signal,
+            slurm: self.slurm.map(|job| Slurm {
+                job,
+                checkpoints: self.mode != Mode::Init,
+            }),
         }
     }
 

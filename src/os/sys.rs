@@ -144,6 +144,13 @@ impl SigAction {
         Self(unsafe { core::mem::zeroed() })
     }
 
+    /// `SIG_IGN` with no flags and an empty mask.
+    pub fn ignore() -> Self {
+        let mut action = Self::default_action();
+        action.0.sa_sigaction = libc::SIG_IGN;
+        action
+    }
+
     pub fn is_ignored(&self) -> bool {
         self.0.sa_sigaction == libc::SIG_IGN
     }
@@ -241,6 +248,25 @@ pub fn read_fill(fd: impl std::os::fd::AsFd, buf: &mut [u8]) -> rustix::io::Resu
         }
     }
     Ok(len)
+}
+
+/// Reads what is in the pipe now (non-blocking) into `buf`, keeping the
+/// first `buf.len()` bytes; returns how many it kept.
+pub fn drain(pipe: std::os::fd::BorrowedFd, buf: &mut [u8]) -> usize {
+    let mut len = 0;
+    let mut spill = [0u8; 512];
+    loop {
+        let into: &mut [u8] = if len < buf.len() {
+            &mut buf[len..]
+        } else {
+            &mut spill
+        };
+        match rustix::io::read(pipe, into) {
+            Ok(0) | Err(_) => return len,
+            Ok(n) if len < buf.len() => len += n,
+            Ok(_) => {}
+        }
+    }
 }
 
 /// Writes all of `bytes`, retrying after EINTR and short writes.

@@ -136,6 +136,9 @@ pub struct Inherited {
     /// ckptrun's parent when it started, to tell whether it has died
     /// before --pdeathsig could be armed.
     pub parent: sys::Pid,
+    /// SIGTERM's disposition for every process ckptrun starts, if not
+    /// ckptrun's own: ignored under Slurm (see `run::slurm`).
+    pub sigterm: Option<SigAction>,
 }
 
 impl Inherited {
@@ -157,16 +160,28 @@ impl Inherited {
             sigchld,
             sigill,
             parent,
+            sigterm: None,
         }
     }
 
+    /// Every process ckptrun starts from now on (the job, and helpers)
+    /// starts with SIGTERM ignored, unless it installs a handler of its
+    /// own.
+    pub fn ignore_sigterm(&mut self) {
+        self.sigterm = Some(SigAction::ignore());
+    }
+
     /// Gives the calling process back what ckptrun inherited (dispositions
-    /// first: the mask may unblock a pending signal); the errno of the
-    /// first call that failed. Called by the child between fork and exec:
+    /// first: the mask may unblock a pending signal), with SIGTERM
+    /// ignored if `ignore_sigterm` said so; the errno of the first call
+    /// that failed. Called by the child between fork and exec:
     /// async-signal-safe (sigaction, sigprocmask).
     pub fn restore(&self) -> Result<(), core::ffi::c_int> {
         sys::set_action(libc::SIGCHLD, &self.sigchld)?;
         sys::set_action(libc::SIGILL, &self.sigill)?;
+        if let Some(action) = &self.sigterm {
+            sys::set_action(libc::SIGTERM, action)?;
+        }
         sys::try_set_mask(libc::SIG_SETMASK, &self.mask)
     }
 }

@@ -313,8 +313,9 @@ fn exec_child(
         let _ = rustix::termios::tcsetpgrp(rustix::stdio::stdin(), rustix::process::getpid());
     }
     // Async-signal-safe: sigaction(2), sigprocmask(2). The job gets the
-    // signal mask and SIGCHLD disposition ckptrun inherited; every other
-    // disposition ckptrun never changed, and exec keeps SIG_IGN.
+    // signal mask and SIGCHLD disposition ckptrun inherited (and, under
+    // Slurm, SIGTERM ignored: see run::slurm); every other disposition
+    // ckptrun never changed, and exec keeps SIG_IGN.
     if let Err(errno) = inherited.restore() {
         fail(&report, SETUP, errno);
     }

@@ -1,8 +1,8 @@
 //! One start of the job, whatever its mode, from the command its mode
-//! planned to ckptrun's verdict: orphans adopted, the allocation guard
-//! armed, the job spawned and supervised (once more when the protocol
-//! falls back), then its status file, what it left behind, the protocol's
-//! judgment and HTCondor's outputs.
+//! planned to ckptrun's verdict: orphans adopted, Slurm's SIGTERM watched,
+//! the allocation guard armed, the job spawned and supervised (once more
+//! when the protocol falls back), then its status file, what it left
+//! behind, the protocol's judgment and HTCondor's outputs.
 
 use std::ffi::{OsStr, OsString};
 use std::time::Duration;
@@ -15,6 +15,7 @@ use crate::os::sys::{Pid, Sig};
 use crate::os::{alloc_guard, procfs};
 use crate::run::protocol::{Ended, Ending, Protocol, Verdict};
 use crate::run::signals::Inherited;
+use crate::run::slurm::{Slurm, Watch};
 use crate::run::status_file::StatusFile;
 use crate::run::supervise::{self, Supervision};
 use crate::run::{exit, spawn};
@@ -31,6 +32,8 @@ pub struct Settings {
     /// signal.
     pub ckpt_exit_code: u8,
     pub exit_by_signal: Option<Sig>,
+    /// Under Slurm: its SIGTERM is looked up (see `run::slurm`).
+    pub slurm: Option<Slurm>,
 }
 
 impl Settings {
@@ -81,6 +84,14 @@ impl Start<'_> {
         let proc_is_ours = settings.kill_after.is_some() && procfs::is_ours();
         let foreground = spawn::owns_terminal();
         let test_faults = TestFaults::requested();
+        let mut watched;
+        let protocol: &mut dyn Protocol = match settings.slurm {
+            Some(slurm) => {
+                watched = Watch::new(slurm, protocol, self.inherited, log);
+                &mut watched
+            }
+            None => protocol,
+        };
 
         // From here on nothing allocates (debug builds abort if anything does).
         alloc_guard::arm();

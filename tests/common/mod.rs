@@ -995,24 +995,31 @@ pub fn real_dmtcp(test: &str) -> Option<PathBuf> {
 /// tests/jobs/counter.c, compiled once (dynamically: DMTCP preloads
 /// itself into the program).
 pub fn dmtcp_counter() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            // A directory per test binary: they build it side by side.
-            let dir = root.join(format!("target/dmtcp-jobs/{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let bin = dir.join("counter");
-            let status = Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(&bin)
-                .arg(root.join("tests/jobs/counter.c"))
-                .status()
-                .expect("cc (gcc) to build tests/jobs/counter.c");
-            assert!(status.success(), "cc tests/jobs/counter.c failed");
-            bin
-        })
-        .clone()
+    c_job("counter")
+}
+
+/// tests/jobs/NAME.c, compiled once per test binary (dynamically: DMTCP
+/// preloads itself into a program).
+pub fn c_job(name: &str) -> PathBuf {
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A directory per test binary: they build it side by side.
+    let dir = root.join(format!("target/dmtcp-jobs/{}", std::process::id()));
+    let bin = dir.join(name);
+    if bin.is_file() {
+        return bin;
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = root.join(format!("tests/jobs/{name}.c"));
+    let status = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&bin)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| panic!("cc (gcc) to build {}: {e}", source.display()));
+    assert!(status.success(), "cc {} failed", source.display());
+    bin
 }
 
 /// The fake DMTCP tools as an install tree under `prefix` (created): the
@@ -1067,4 +1074,38 @@ pub fn dmtcp_job_dynamic() -> PathBuf {
             target_dir.join(TARGET).join("debug/examples/dmtcp_job")
         })
         .clone()
+}
+
+/// Lines of ckptrun's --log (ckptrun.log) that contain `needle`.
+pub fn log_lines<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
+    log.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// The log says each restart resumed from the generation the run before
+/// committed: `committed generation N` then `restart from generation N`.
+/// Returns the generations restarted from, in order.
+pub fn restarts_follow_commits(log: &str) -> Vec<u64> {
+    let number = |line: &str, after: &str| -> Option<u64> {
+        line.split(after)
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let mut committed = None;
+    let mut restarted = Vec::new();
+    for line in log.lines() {
+        if let Some(g) = number(line, "committed generation ") {
+            committed = Some(g);
+        } else if let Some(g) = number(line, "restart from generation ") {
+            assert_eq!(
+                Some(g),
+                committed,
+                "a restart not from the last generation committed:\n{log}"
+            );
+            restarted.push(g);
+        }
+    }
+    restarted
 }

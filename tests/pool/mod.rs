@@ -28,6 +28,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub use crate::common::{log_lines, restarts_follow_commits};
+
 /// Job log event codes.
 pub const EXECUTING: u32 = 1;
 pub const EVICTED: u32 = 4;
@@ -557,11 +559,6 @@ pub fn condor_dir(name: &str) -> Option<SubmitDir> {
     Some(dir)
 }
 
-/// Lines of ckptrun's --log (ckptrun.log) that contain `needle`.
-pub fn log_lines<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
-    log.lines().filter(|l| l.contains(needle)).collect()
-}
-
 /// Waits until ckptrun in `sandbox` has started the job `starts` times
 /// (its log says `started` that often).
 pub fn wait_started(sandbox: &Path, starts: usize) {
@@ -640,32 +637,3 @@ pub fn dmtcp_dir(name: &str) -> Option<SubmitDir> {
 /// The store's slot files (whose generation numbers depend on timing),
 /// and self mode's working copy of the job's state.
 pub const STORE_FILES: [&str; 3] = ["ckptrun.store.0", "ckptrun.store.1", "state"];
-
-/// The log says each restart resumed from the generation the run before
-/// committed: `committed generation N` then `restart from generation N`.
-/// Returns the generations restarted from, in order.
-pub fn restarts_follow_commits(log: &str) -> Vec<u64> {
-    let number = |line: &str, after: &str| -> Option<u64> {
-        line.split(after)
-            .nth(1)?
-            .split(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()
-    };
-    let mut committed = None;
-    let mut restarted = Vec::new();
-    for line in log.lines() {
-        if let Some(g) = number(line, "committed generation ") {
-            committed = Some(g);
-        } else if let Some(g) = number(line, "restart from generation ") {
-            assert_eq!(
-                Some(g),
-                committed,
-                "a restart not from the last generation committed:\n{log}"
-            );
-            restarted.push(g);
-        }
-    }
-    restarted
-}

@@ -17,7 +17,7 @@ use crate::mode::dmtcp::restart::RESTART_FAILED;
 use crate::os::decimal;
 use crate::os::error::{Error, LAUNCHER_FAILED};
 use crate::os::log::Log;
-use crate::os::sys::Pid;
+use crate::os::sys::{self, Pid};
 use crate::run::signals::Inherited;
 use crate::run::spawn;
 
@@ -124,7 +124,7 @@ impl Check {
     pub fn probed(&mut self, status: &Status, ok: bool, log: &Log) -> bool {
         self.probe = None;
         let mut buf = [0u8; 2048];
-        let len = drain(status.out.as_fd(), &mut buf);
+        let len = sys::drain(status.out.as_fd(), &mut buf);
         if !ok {
             return false;
         }
@@ -159,25 +159,6 @@ fn parse_status(out: &[u8]) -> (usize, bool) {
         }
     }
     (peers, running)
-}
-
-/// Reads what is in the pipe now (non-blocking) into `buf`, keeping the
-/// first `buf.len()` bytes; returns how many it kept.
-fn drain(pipe: std::os::fd::BorrowedFd, buf: &mut [u8]) -> usize {
-    let mut len = 0;
-    let mut spill = [0u8; 512];
-    loop {
-        let into: &mut [u8] = if len < buf.len() {
-            &mut buf[len..]
-        } else {
-            &mut spill
-        };
-        match rustix::io::read(pipe, into) {
-            Ok(0) | Err(_) => return len,
-            Ok(n) if len < buf.len() => len += n,
-            Ok(_) => {}
-        }
-    }
 }
 
 #[cfg(test)]

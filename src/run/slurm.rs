@@ -1,0 +1,446 @@
+//! Slurm, recognised from `SLURM_JOB_ID` (no option asks for it). When
+//! Slurm preempts a job (PreemptMode=REQUEUE), requeues it (`scontrol
+//! requeue`), ends it at its time limit or cancels it (`scancel`), it does
+//! the same to every process of the job, ckptrun's and the job's alike:
+//! SIGCONT and SIGTERM, then SIGKILL KillWait seconds later. Only the
+//! job's state in slurmctld tells these apart (docs/slurm.md has what was
+//! seen of Slurm 22.05). So, under Slurm:
+//!
+//! - In a mode that checkpoints (condor, self, dmtcp), every process
+//!   ckptrun starts (the job, DMTCP's coordinator and tools) starts with
+//!   SIGTERM ignored (`shield`): Slurm's own SIGTERM must not end the job
+//!   before ckptrun has its checkpoint. A job that installs a SIGTERM
+//!   handler of its own gets Slurm's signal as it would without ckptrun.
+//! - Each SIGTERM ckptrun receives is looked up (`scontrol show job`,
+//!   `Watch`): a requeue (the restart count grew), the time limit, or a
+//!   signal while the job runs on (`--signal=B:TERM@SECS`, `scancel
+//!   --batch --signal=TERM`) is an eviction, which the mode answers as
+//!   ever (checkpoint, exit 85); a cancel ends the job at once. Slurm
+//!   unreachable: an eviction, so that nothing is lost.
+//! - In init mode, which checkpoints nothing, a SIGTERM Slurm sent to
+//!   every process of the job is not sent to the job a second time.
+
+use core::fmt;
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use rustix::fs::OFlags;
+use rustix::process::WaitOptions;
+
+use crate::os::error::Error;
+use crate::os::log::Log;
+use crate::os::program;
+use crate::os::sys::{self, Pid, Sig, SigSet};
+use crate::run::protocol::{Action, Ended, Ending, Job, Protocol, Verdict};
+use crate::run::signals::Inherited;
+use crate::run::spawn::{self, Stdio};
+
+/// The Slurm job ckptrun runs in, as its environment says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlurmJob {
+    pub id: u64,
+    /// How often Slurm requeued the job before this run
+    /// (`SLURM_RESTART_COUNT`, unset before the first requeue).
+    pub restarts: u32,
+}
+
+impl SlurmJob {
+    /// From `SLURM_JOB_ID` and `SLURM_RESTART_COUNT`; none outside Slurm.
+    pub fn from_env(env: impl Fn(&str) -> Option<OsString>) -> Option<Self> {
+        let number = |name: &str| env(name)?.to_str()?.parse::<u64>().ok();
+        Some(Self {
+            id: number("SLURM_JOB_ID")?,
+            restarts: number("SLURM_RESTART_COUNT").map_or(0, |n| n.min(u32::MAX.into()) as u32),
+        })
+    }
+}
+
+/// How ckptrun runs under Slurm.
+#[derive(Clone, Copy, Debug)]
+pub struct Slurm {
+    pub job: SlurmJob,
+    /// The mode checkpoints the job (condor, self, dmtcp); else (init)
+    /// ckptrun only passes signals on.
+    pub checkpoints: bool,
+}
+
+/// Before anything is started: in a mode that checkpoints, every process
+/// ckptrun starts has SIGTERM ignored.
+pub fn shield(slurm: &Slurm, inherited: &mut Inherited, log: &Log) {
+    let job = slurm.job;
+    if slurm.checkpoints {
+        inherited.ignore_sigterm();
+        log.info(format_args!(
+            "Slurm job {} (restart {}): the job starts with SIGTERM ignored; Slurm's SIGTERM is checkpointed unless the job is cancelled",
+            job.id, job.restarts
+        ));
+    } else {
+        log.info(format_args!(
+            "Slurm job {} (restart {})",
+            job.id, job.restarts
+        ));
+    }
+}
+
+/// What Slurm means by a SIGTERM, from the job's state in slurmctld.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Meaning {
+    /// The job goes back to the queue (preemption, `scontrol requeue`):
+    /// its restart count grew.
+    Requeue,
+    /// The job has reached its time limit.
+    TimeLimit,
+    /// The job runs on, as Slurm sees it: a signal to its batch step.
+    Signal,
+    /// Slurm ends the job for good (`scancel`).
+    Cancel,
+    /// Slurm could not be asked, or did not say.
+    Unknown,
+}
+
+impl fmt::Display for Meaning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Meaning::Requeue => "Slurm requeues the job (preemption, scontrol requeue)",
+            Meaning::TimeLimit => "the job has reached its time limit",
+            Meaning::Signal => "the job runs on (a signal to its batch step)",
+            Meaning::Cancel => "Slurm cancels the job",
+            Meaning::Unknown => "the job's state in Slurm is unknown",
+        })
+    }
+}
+
+/// What ckptrun does with a SIGTERM from Slurm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// The mode checkpoints the job and exits (85).
+    Evict,
+    /// The job ends at once (see `Watch::cancel`).
+    EndNow,
+    /// Init mode: Slurm sent it to every process of the job, the job's
+    /// too: not sent a second time (a signal `--map` makes of it is).
+    NotAgain,
+    /// Init mode: passed on as any signal.
+    PassOn,
+}
+
+impl Answer {
+    /// The policy: only a cancel ends a job that is checkpointed without
+    /// a checkpoint; what Slurm could not say is taken for an eviction,
+    /// so that nothing is lost.
+    fn to(meaning: Meaning, checkpoints: bool) -> Self {
+        match (meaning, checkpoints) {
+            (Meaning::Cancel, true) => Answer::EndNow,
+            (_, true) => Answer::Evict,
+            (Meaning::Requeue | Meaning::TimeLimit | Meaning::Cancel, false) => Answer::NotAgain,
+            (Meaning::Signal | Meaning::Unknown, false) => Answer::PassOn,
+        }
+    }
+}
+
+impl fmt::Display for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Answer::Evict => "checkpoint and exit",
+            Answer::EndNow => "ending the job at once",
+            Answer::NotAgain => "Slurm signals the job itself, not sent again",
+            Answer::PassOn => "passed on",
+        })
+    }
+}
+
+/// How long `scontrol` may take to answer. Unanswered, a SIGTERM is an
+/// eviction: KillWait (30 s by default) is the whole time there is.
+const ANSWER_WITHIN: Duration = Duration::from_secs(3);
+
+/// The question `scontrol --oneliner show job ID`, built before the job
+/// starts, and the pipe it answers into (read here, non-blocking).
+struct Query {
+    scontrol: spawn::Command,
+    answers: OwnedFd,
+}
+
+impl Query {
+    fn prepare(job: SlurmJob) -> Result<Self, Error> {
+        let path = program::locate("scontrol".as_ref(), std::env::var_os("PATH"))?;
+        let (answers, into) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| Error::os("a pipe", e))?;
+        rustix::fs::fcntl_setfl(&answers, OFlags::NONBLOCK).map_err(|e| Error::os("a pipe", e))?;
+        let args = ["--oneliner", "show", "job"]
+            .into_iter()
+            .map(OsString::from)
+            .chain([job.id.to_string().into()])
+            .collect::<Vec<_>>();
+        let scontrol = spawn::Command::new(&path, "scontrol".as_ref(), &args, &[])?
+            .with_stdio(Stdio::capture(into)?);
+        Ok(Self { scontrol, answers })
+    }
+
+    /// Asks slurmctld about the job, waiting ANSWER_WITHIN at most. Does
+    /// not allocate.
+    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
+    fn ask(&self, job: SlurmJob, inherited: &Inherited, log: &Log) -> Meaning {
+        let mut out = [0u8; 2048];
+        // A late answer to an earlier question.
+        sys::drain(self.answers.as_fd(), &mut out);
+        let pid = match spawn::spawn(&self.scontrol, inherited, false) {
+            Ok(pid) => pid,
+            Err(e) => {
+                log.warn(format_args!("scontrol: {e}"));
+                return Meaning::Unknown;
+            }
+        };
+        if !answered(pid) {
+            log.warn(format_args!(
+                "scontrol did not answer within {} s",
+                ANSWER_WITHIN.as_secs()
+            ));
+            return Meaning::Unknown;
+        }
+        let len = sys::drain(self.answers.as_fd(), &mut out);
+        meaning(&out[..len], job.restarts)
+    }
+}
+
+/// Waits for the helper `pid` to end, ANSWER_WITHIN at most (then kills
+/// it); whether it ended in time. Only `pid` is reaped: the job's end, if
+/// it comes meanwhile, is the supervisor's to see. Does not allocate.
+fn answered(pid: Pid) -> bool {
+    let Some(child) = rustix::process::Pid::from_raw(pid) else {
+        return false;
+    };
+    let give_up = Instant::now() + ANSWER_WITHIN;
+    loop {
+        if let Ok(Some(_)) = rustix::process::waitpid(Some(child), WaitOptions::NOHANG) {
+            return true;
+        }
+        let left = give_up.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let _ = sys::kill(pid, libc::SIGKILL);
+            let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
+            return false;
+        }
+        let _ = sys::wait_signal(
+            &SigSet::only(libc::SIGCHLD),
+            Some(left.min(Duration::from_millis(10))),
+        );
+    }
+}
+
+/// What `scontrol --oneliner show job` says (`... JobState=COMPLETING
+/// Reason=None ... Restarts=1 ...`) of a job that was requeued `restarts`
+/// times before this run. Its fields are read after `UserId=`, so that a
+/// job name holding `JobState=` changes nothing.
+fn meaning(out: &[u8], restarts: u32) -> Meaning {
+    let Some(at) = out.windows(8).position(|w| w == b" UserId=") else {
+        return Meaning::Unknown;
+    };
+    let fields = &out[at..];
+    let value = |key: &[u8]| {
+        fields
+            .split(|b| b.is_ascii_whitespace())
+            .find_map(|word| word.strip_prefix(key))
+    };
+    let Some(state) = value(b"JobState=") else {
+        return Meaning::Unknown;
+    };
+    let now = value(b"Restarts=").and_then(|n| core::str::from_utf8(n).ok()?.parse::<u32>().ok());
+    if now.is_some_and(|n| n > restarts) {
+        Meaning::Requeue
+    } else if value(b"Reason=") == Some(b"TimeLimit") || state == b"TIMEOUT" {
+        Meaning::TimeLimit
+    } else if matches!(state, b"RUNNING" | b"SUSPENDED") {
+        Meaning::Signal
+    } else {
+        Meaning::Cancel
+    }
+}
+
+/// The mode's protocol, with Slurm's SIGTERM looked up first.
+pub struct Watch<'p> {
+    inner: &'p mut dyn Protocol,
+    slurm: Slurm,
+    /// None: scontrol could not be found (every SIGTERM is an eviction).
+    query: Option<Query>,
+    inherited: &'p Inherited,
+    log: &'p Log,
+}
+
+impl<'p> Watch<'p> {
+    /// Builds the question before the job starts (it allocates).
+    pub fn new(
+        slurm: Slurm,
+        inner: &'p mut dyn Protocol,
+        inherited: &'p Inherited,
+        log: &'p Log,
+    ) -> Self {
+        let query = Query::prepare(slurm.job)
+            .map_err(|e| {
+                log.warn(format_args!(
+                    "{e}: every SIGTERM from Slurm will be taken for an eviction, a plain scancel's too"
+                ))
+            })
+            .ok();
+        Self {
+            inner,
+            slurm,
+            query,
+            inherited,
+            log,
+        }
+    }
+
+    /// Slurm cancels the job: it ends at once. A job that handles SIGTERM
+    /// has Slurm's, and is left to it; one that ignores it is killed.
+    fn cancel(&mut self, job: &Job) -> Action {
+        if job.catches(libc::SIGTERM) {
+            self.log.info(format_args!(
+                "the job handles SIGTERM itself, and has Slurm's"
+            ));
+            return Action::Drop;
+        }
+        Action::Kill
+    }
+}
+
+impl Protocol for Watch<'_> {
+    fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
+        if sig != libc::SIGTERM {
+            return self.inner.on_signal(sig, job);
+        }
+        let meaning = match &self.query {
+            Some(query) => query.ask(self.slurm.job, self.inherited, self.log),
+            None => Meaning::Unknown,
+        };
+        let answer = Answer::to(meaning, self.slurm.checkpoints);
+        self.log.info(format_args!(
+            "SIGTERM: job {}: {meaning}: {answer}",
+            self.slurm.job.id
+        ));
+        match answer {
+            Answer::Evict | Answer::PassOn => self.inner.on_signal(sig, job),
+            Answer::EndNow => self.cancel(job),
+            // What --map makes of it (SIGTERM as SIGINT, say) still goes.
+            Answer::NotAgain => match self.inner.on_signal(sig, job) {
+                Action::Forward(libc::SIGTERM) => Action::Drop,
+                other => other,
+            },
+        }
+    }
+
+    fn on_stop(&mut self, sig: Sig, log: &Log) -> Action {
+        self.inner.on_stop(sig, log)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.inner.deadline()
+    }
+
+    fn on_deadline(&mut self, job: &Job, log: &Log) -> Action {
+        self.inner.on_deadline(job, log)
+    }
+
+    fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
+        self.inner.judge(ended, log)
+    }
+
+    fn again(&mut self, ended: Ended, ran: Duration, log: &Log) -> bool {
+        self.inner.again(ended, ran, log)
+    }
+
+    fn reaped(&mut self, pid: Pid, raw: i32, log: &Log) {
+        self.inner.reaped(pid, raw, log)
+    }
+
+    fn job_ended(&mut self, log: &Log) {
+        self.inner.job_ended(log)
+    }
+
+    fn end(&mut self, ending: Ending, log: &Log) {
+        self.inner.end(ending, log)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As Slurm 22.05's `scontrol --oneliner show job` prints it (cut).
+    fn shown(name: &str, state: &str, reason: &str, restarts: u32) -> Vec<u8> {
+        format!(
+            "JobId=7 JobName={name} UserId=root(0) GroupId=root(0) MCS_label=N/A \
+             Priority=1 Nice=0 Account=(null) QOS=(null) JobState={state} Reason={reason} \
+             Dependency=(null) Requeue=1 Restarts={restarts} BatchFlag=1 Reboot=0 ExitCode=0:0\n"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn slurms_sigterm_is_told_apart_by_the_jobs_state() {
+        let cases = [
+            ("COMPLETING", "None", 2, Meaning::Requeue),
+            ("PENDING", "BeginTime", 2, Meaning::Requeue),
+            ("COMPLETING", "TimeLimit", 1, Meaning::TimeLimit),
+            ("TIMEOUT", "TimeLimit", 1, Meaning::TimeLimit),
+            ("RUNNING", "None", 1, Meaning::Signal),
+            ("COMPLETING", "None", 1, Meaning::Cancel),
+            ("CANCELLED", "None", 1, Meaning::Cancel),
+        ];
+        for (state, reason, restarts, want) in cases {
+            let out = shown("job.sh", state, reason, restarts);
+            assert_eq!(meaning(&out, 1), want, "{state} {reason} {restarts}");
+        }
+    }
+
+    #[test]
+    fn only_a_cancel_ends_a_checkpointed_job_without_a_checkpoint() {
+        use Meaning::*;
+        for meaning in [Requeue, TimeLimit, Signal, Unknown] {
+            assert_eq!(Answer::to(meaning, true), Answer::Evict, "{meaning}");
+        }
+        assert_eq!(Answer::to(Cancel, true), Answer::EndNow);
+        for meaning in [Requeue, TimeLimit, Cancel] {
+            assert_eq!(Answer::to(meaning, false), Answer::NotAgain, "{meaning}");
+        }
+        for meaning in [Signal, Unknown] {
+            assert_eq!(Answer::to(meaning, false), Answer::PassOn, "{meaning}");
+        }
+    }
+
+    #[test]
+    fn an_answer_without_the_jobs_state_is_unknown() {
+        let error = b"slurm_load_jobs error: Invalid job id specified\n";
+        assert_eq!(meaning(error, 0), Meaning::Unknown);
+        assert_eq!(meaning(b"", 0), Meaning::Unknown);
+        let named = shown("x JobState=RUNNING", "COMPLETING", "None", 0);
+        assert_eq!(meaning(&named, 0), Meaning::Cancel);
+    }
+
+    #[test]
+    fn the_environment_names_the_job() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        assert_eq!(SlurmJob::from_env(env(&[])), None);
+        assert_eq!(
+            SlurmJob::from_env(env(&[("SLURM_JOB_ID", "42")])),
+            Some(SlurmJob {
+                id: 42,
+                restarts: 0
+            })
+        );
+        assert_eq!(
+            SlurmJob::from_env(env(&[("SLURM_JOB_ID", "42"), ("SLURM_RESTART_COUNT", "3")])),
+            Some(SlurmJob {
+                id: 42,
+                restarts: 3
+            })
+        );
+        assert_eq!(SlurmJob::from_env(env(&[("SLURM_JOB_ID", "x")])), None);
+    }
+}
