@@ -114,7 +114,7 @@ fn runs(log: &str) -> Vec<Vec<&str>> {
 /// How many times ckptrun started the job in the log `path`.
 fn starts_in(path: &Path) -> usize {
     let log = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    pool::log_lines(&log, "started ").len()
+    common::log_lines(&log, "started ").len()
 }
 
 /// The first run of ckptrun in `sandbox` (its log begins with the runs

@@ -21,10 +21,10 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{Rng, clock_seed, processes_under};
+use common::{Rng, clock_seed, processes_under, restarts_follow_commits};
 use pool::{
     EVICTED, EXECUTING, Event, HELD, Job, START, STORE_FILES, SubmitDir, TERMINATED, condor_dir,
-    dmtcp_dir, restarts_follow_commits, same_outputs, self_dir, succeeds,
+    dmtcp_dir, same_outputs, self_dir, succeeds,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq)]

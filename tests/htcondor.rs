@@ -14,9 +14,10 @@ mod pool;
 use std::path::Path;
 use std::time::Duration;
 
+use common::{log_lines, restarts_follow_commits};
 use pool::{
-    EVICTED, EXECUTING, Job, START, STORE_FILES, SubmitDir, condor_dir, dmtcp_dir, log_lines,
-    restarts_follow_commits, same_outputs, self_dir, succeeds, wait_started, wait_until,
+    EVICTED, EXECUTING, Job, START, STORE_FILES, SubmitDir, condor_dir, dmtcp_dir, same_outputs,
+    self_dir, succeeds, wait_started, wait_until,
 };
 
 /// The step a condor_job image holds (`condor_job image\nSTEP SUM\n...`).

@@ -28,7 +28,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use crate::common::{log_lines, restarts_follow_commits};
+use crate::common::log_lines;
 
 /// Job log event codes.
 pub const EXECUTING: u32 = 1;
