@@ -170,7 +170,17 @@ fn lexopt_error(err: lexopt::Error) -> Error {
             Error::usage(o, "unknown option (see ckptrun --help)")
         }
         lexopt::Error::UnexpectedValue { option, .. } => Error::usage(option, "takes no value"),
-        other => Error::usage("usage", other),
+        lexopt::Error::UnexpectedArgument(a) => {
+            Error::usage("usage", format!("unexpected argument \"{}\"", a.display()))
+        }
+        lexopt::Error::NonUnicodeValue(a) => Error::usage(
+            "usage",
+            format!("argument is invalid unicode: {}", a.display()),
+        ),
+        // ckptrun asks lexopt for neither of these: no parse(), no Custom.
+        lexopt::Error::MissingValue { option: None }
+        | lexopt::Error::ParsingFailed { .. }
+        | lexopt::Error::Custom(_) => Error::usage("usage", "cannot read the arguments"),
     }
 }
 

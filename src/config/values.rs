@@ -193,9 +193,9 @@ fn signal_map(text: &str, from: &Source) -> Result<(Sig, Sig), Error> {
         .ok_or_else(|| Error::usage(what(), "expected FROM:TO"))?;
     let from_sig = signals::parse(from_name)
         .filter(|&s| s != 0)
-        .ok_or_else(|| Error::usage(what(), format!("unknown signal {from_name:?}")))?;
-    let to_sig =
-        signals::parse(to).ok_or_else(|| Error::usage(what(), format!("unknown signal {to:?}")))?;
+        .ok_or_else(|| Error::usage(what(), format!("unknown signal \"{from_name}\"")))?;
+    let to_sig = signals::parse(to)
+        .ok_or_else(|| Error::usage(what(), format!("unknown signal \"{to}\"")))?;
     signals::catchable(from_sig)
         .map_err(|why| Error::usage(what(), format!("{} {why}", signals::Name(from_sig))))?;
     if from_sig == libc::SIGCHLD {

@@ -2,7 +2,6 @@
 //! ELF header says it is for.
 
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -85,22 +84,41 @@ pub fn arch(choice: ArchChoice, path: &Path, log: &Log) -> Arch {
 /// readable ELF file (a script, or execute-only).
 pub fn elf_arch(path: &Path) -> Option<Arch> {
     let mut header = [0u8; 20];
-    std::fs::File::open(path)
-        .ok()?
-        .read_exact(&mut header)
-        .ok()?;
+    read_at(&open(path)?, 0, &mut header)?;
     parse_elf_header(&header)
+}
+
+/// `path`, opened to read; None if it cannot be. (rustix rather than
+/// std::fs, whose error values bring std's Debug formatting and Unicode
+/// tables into the binary: 4 KB, a page of it resident.)
+fn open(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
+    rustix::fs::open(path, flags, rustix::fs::Mode::empty()).ok()
+}
+
+/// Fills `buf` from `file` at `offset`; None if the file is shorter or
+/// unreadable.
+fn read_at(file: &std::os::fd::OwnedFd, offset: u64, buf: &mut [u8]) -> Option<()> {
+    let mut len = 0;
+    while len < buf.len() {
+        match rustix::io::pread(file, &mut buf[len..], offset + len as u64) {
+            Ok(0) => return None,
+            Ok(n) => len += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(())
 }
 
 /// Whether `path` is an ELF program linked statically (no program
 /// interpreter, PT_INTERP): nothing can be preloaded into it, as DMTCP
 /// must be. `None` if it is not a readable ELF file (a script, say).
 pub fn is_static_elf(path: &Path) -> Option<bool> {
-    use std::io::{Seek, SeekFrom};
     const PT_INTERP: u32 = 3;
-    let mut file = std::fs::File::open(path).ok()?;
+    let file = open(path)?;
     let mut h = [0u8; 64];
-    file.read_exact(&mut h).ok()?;
+    read_at(&file, 0, &mut h)?;
     if &h[..4] != b"\x7fELF" || h[5] != 1 {
         return None; // not ELF, or big-endian: not for this machine
     }
@@ -120,8 +138,7 @@ pub fn is_static_elf(path: &Path) -> Option<bool> {
     };
     for i in 0..phnum {
         let mut p_type = [0u8; 4];
-        file.seek(SeekFrom::Start(phoff + i * phentsize)).ok()?;
-        file.read_exact(&mut p_type).ok()?;
+        read_at(&file, phoff + i * phentsize, &mut p_type)?;
         if u32::from_le_bytes(p_type) == PT_INTERP {
             return Some(false);
         }

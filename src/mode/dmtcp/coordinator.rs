@@ -262,7 +262,7 @@ fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
     };
     let is_coordinator = std::fs::read_link(format!("/proc/{pid}/exe"))
         .is_ok_and(|exe| exe.file_name() == Some(OsStr::new("dmtcp_coordinator")));
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+    let Some(cmdline) = read_whole(&format!("/proc/{pid}/cmdline")) else {
         return false;
     };
     let args = cmdline.split(|&b| b == 0);
@@ -276,6 +276,18 @@ fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
             .and_then(|dir| rustix::fs::stat(dir).ok())
             .is_some_and(|st| (st.st_dev, st.st_ino) == store_id);
     is_coordinator && in_store
+}
+
+/// All that the file at `path` holds, or None. Allocates.
+fn read_whole(path: &str) -> Option<Vec<u8>> {
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let (mut whole, mut buf) = (Vec::new(), [0u8; 512]);
+    loop {
+        match sys::read_fill(&fd, &mut buf).ok()? {
+            0 => return Some(whole),
+            n => whole.extend_from_slice(&buf[..n]),
+        }
+    }
 }
 
 /// The port the coordinator wrote, once the file holds one.

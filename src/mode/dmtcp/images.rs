@@ -11,7 +11,6 @@
 //! here allocates but `make` and `new_name`, before the job starts.
 
 use std::ffi::{CStr, OsString};
-use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -19,7 +18,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::os::error::Error;
-use crate::os::tree;
+use crate::os::{sys, tree};
 
 /// The last thing the coordinator writes for a checkpoint.
 const RESTART_SCRIPT: &CStr = c"dmtcp_restart_script.sh";
@@ -81,9 +80,12 @@ impl ImagesDir {
     /// `ckptrun.` and 16 random hex digits: a new images directory's name.
     pub fn new_name() -> Result<OsString, Error> {
         let mut bytes = [0u8; 8];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut bytes))
-            .map_err(|e| Error::usage("/dev/urandom", e))?;
+        let fail = |e| Error::os("/dev/urandom", e);
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        let urandom = rustix::fs::open(c"/dev/urandom", flags, Mode::empty()).map_err(fail)?;
+        if sys::read_fill(&urandom, &mut bytes).map_err(fail)? < bytes.len() {
+            return Err(Error::usage("/dev/urandom", "ends early"));
+        }
         Ok(format!("ckptrun.{:016x}", u64::from_be_bytes(bytes)).into())
     }
 
