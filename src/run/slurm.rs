@@ -68,13 +68,12 @@ pub struct Slurm {
 /// Before anything is started: in a mode that checkpoints, every process
 /// ckptrun starts has SIGTERM ignored.
 pub fn shield(slurm: &Slurm, inherited: &mut Inherited, log: &Log) {
-    if slurm.checkpoints {
-        inherited.ignore_sigterm();
-    }
-    let ignored = if slurm.checkpoints {
-        ", SIGTERM ignored"
-    } else {
-        ""
+    let ignored = match slurm.checkpoints {
+        true => {
+            inherited.ignore_sigterm();
+            ", SIGTERM ignored"
+        }
+        false => "",
     };
     log.info(format_args!(
         "Slurm job {} (restart {}){ignored}",
@@ -153,8 +152,8 @@ impl fmt::Display for Answer {
 /// eviction: KillWait (30 s by default) is the whole time there is.
 const ANSWER_WITHIN: Duration = Duration::from_secs(3);
 
-/// The question `scontrol -o show job ID` (-o: one line), built before the job
-/// starts, and the pipe it answers into (read here, non-blocking).
+/// The question `scontrol -o show job ID` (one line), built before the
+/// job starts, and the pipe it answers into (read here, non-blocking).
 struct Query {
     scontrol: spawn::Command,
     answers: OwnedFd,
