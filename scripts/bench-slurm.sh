@@ -11,7 +11,7 @@
 # got it too. When ckptrun exits: its --log's last line of the run (`exit
 # 85`, or `dying by SIG`), stamped to the millisecond. The figure is the
 # difference; the part that was ckptrun asking slurmctld what the
-# SIGTERM means is its `SIGTERM: job N: ...` line less the stamp.
+# SIGTERM means is its `SIGTERM: Slurm job N ...` line less the stamp.
 #
 # Usage (root): scripts/bench-slurm.sh [RUNS] [MODES...]   (5; self condor dmtcp init)
 # It starts a cluster of its own (../shared/tools/slurm-cluster.sh, another
@@ -126,7 +126,7 @@ figures() {
     stamp=$(sed -n "${n}p" "$dir/sigterm.times")
     pid=$(grep 'started ' "$dir/ckptrun.log" | sed -n "${n}s/.*ckptrun\[\([0-9]*\)\].*/\1/p")
     exit_line=$(grep -E "ckptrun\[$pid\]: (exit |dying by )" "$dir/ckptrun.log")
-    query_line=$(grep "ckptrun\[$pid\]: SIGTERM: job " "$dir/ckptrun.log" | head -n 1)
+    query_line=$(grep "ckptrun\[$pid\]: SIGTERM: Slurm job " "$dir/ckptrun.log" | head -n 1)
     local stamp_ms=$((stamp / 1000000)) query=-
     [ -z "$query_line" ] || query=$(($(ms_of_log_line "$query_line") - stamp_ms))
     echo "$(($(ms_of_log_line "$exit_line") - stamp_ms)) $query"
@@ -161,5 +161,5 @@ for mode in "${modes[@]}"; do
     q=$(printf '%s\n' "${queries[@]}" | grep -v '^-$' || true)
     asked=$(grep -c . <<< "$q" || true)
     echo "| $mode | $(median <<< "$t") ($(range <<< "$t")) | $(median <<< "$q") ($(range <<< "$q")), $asked of $runs | $cancel |"
-    grep -E 'SIGTERM: job|\]: (exit |dying)' "$dir/ckptrun.log" | sed 's/^/    /' >&2
+    grep -E 'SIGTERM: Slurm job|\]: (exit |dying)' "$dir/ckptrun.log" | sed 's/^/    /' >&2
 done

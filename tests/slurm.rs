@@ -149,10 +149,7 @@ fn preempted_twice(job: &Job<'_>, run_end: &str) -> String {
     let log = job.dir.log();
     assert_eq!(end.restarts, 2, "{log}");
     assert_eq!(log_lines(&log, "started ").len(), 3, "{log}");
-    let requeues = log_lines(
-        &log,
-        &format!("SIGTERM: job {}: Slurm requeues the job", job.id),
-    );
+    let requeues = log_lines(&log, &format!("SIGTERM: Slurm job {} requeued: ", job.id));
     assert_eq!(requeues.len(), 2, "{log}");
     assert_eq!(log_lines(&log, run_end).len(), 2, "{log}");
     assert!(log.ends_with(": exit 0\n"), "{log}");
@@ -260,7 +257,7 @@ fn condor_and_init_preempted_twice_resume_or_rerun_as_they_should() {
     // Init mode: each preemption reached the job once (from Slurm, not a
     // second time from ckptrun), which died by it and was run again.
     let log = preempted_twice(&init_job, "job killed by SIGTERM");
-    let not_again = log_lines(&log, "Slurm signals the job itself, not sent again");
+    let not_again = log_lines(&log, " requeued: not sent again");
     assert_eq!(not_again.len(), 2, "{log}");
     let runs = init.read_text("runs");
     let want = "start\nsigterm 1\nstart\nsigterm 1\n".to_string() + &init_ref.read_text("runs");
@@ -302,10 +299,7 @@ fn a_time_limit_signal_is_checkpointed_and_the_script_requeues_the_job() {
     let reference = references.join().unwrap();
     let log = dir.log();
     assert!(end.restarts >= 1, "{end:?}\n{log}");
-    let signalled = log_lines(
-        &log,
-        "the job runs on (a signal to its batch step): checkpoint",
-    );
+    let signalled = log_lines(&log, " running: checkpoint and exit");
     assert!(!signalled.is_empty(), "{log}");
     assert_eq!(
         restarts_follow_commits(&log).len(),
@@ -336,10 +330,7 @@ fn scancel_signal_is_checkpointed_and_requeue_exit_requeues_the_job() {
     let reference_out = references.join().unwrap();
     let log = dir.log();
     assert_eq!(end.restarts, 1, "{log}");
-    let signalled = log_lines(
-        &log,
-        "the job runs on (a signal to its batch step): checkpoint",
-    );
+    let signalled = log_lines(&log, " running: checkpoint and exit");
     assert_eq!(signalled.len(), 1, "{log}");
     assert_eq!(log_lines(&log, "; exit 85").len(), 1, "{log}");
     let out = dir.read_text("job.out");
@@ -377,7 +368,7 @@ fn a_plain_scancel_ends_everything_at_once() {
     );
     assert!(
         log.contains(&format!(
-            "SIGTERM: job {}: Slurm cancels the job: ending the job at once",
+            "SIGTERM: Slurm job {} cancelled: ending the job",
             job.id
         )),
         "{log}"

@@ -39,12 +39,8 @@ When _CONDOR_JOB_AD names HTCondor's job ad, its SuccessCheckpointExitCode,
 SuccessCheckpointExitBySignal/Signal, KillSig, CheckpointSig and
 JobMaxVacateTime are used where no option says otherwise.
 
-Under Slurm (SLURM_JOB_ID set), condor, self and dmtcp mode start the job
-with SIGTERM ignored, since Slurm signals every process of it, and look
-each SIGTERM up (scontrol show job): a preemption or scontrol requeue,
-the time limit, or a signal while the job runs (--signal=B:TERM@SECS,
-scancel --batch --signal=TERM) is an eviction; a plain scancel ends the
-job at once. Init mode does not send Slurm's SIGTERM a second time.
+Under Slurm, every SIGTERM but a plain scancel's is an eviction
+(see docs/slurm.md).
 
 Options for every checkpointing mode:
   -c, --ckpt PATH         condor: the checkpoint file [default: PROGRAM as

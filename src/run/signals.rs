@@ -136,9 +136,9 @@ pub struct Inherited {
     /// ckptrun's parent when it started, to tell whether it has died
     /// before --pdeathsig could be armed.
     pub parent: sys::Pid,
-    /// SIGTERM's disposition for every process ckptrun starts, if not
-    /// ckptrun's own: ignored under Slurm (see `run::slurm`).
-    pub sigterm: Option<SigAction>,
+    /// Every process ckptrun starts has SIGTERM ignored (under Slurm:
+    /// see `run::slurm`), not ckptrun's own disposition.
+    pub sigterm_ignored: bool,
 }
 
 impl Inherited {
@@ -160,7 +160,7 @@ impl Inherited {
             sigchld,
             sigill,
             parent,
-            sigterm: None,
+            sigterm_ignored: false,
         }
     }
 
@@ -168,7 +168,7 @@ impl Inherited {
     /// starts with SIGTERM ignored, unless it installs a handler of its
     /// own.
     pub fn ignore_sigterm(&mut self) {
-        self.sigterm = Some(SigAction::ignore());
+        self.sigterm_ignored = true;
     }
 
     /// Gives the calling process back what ckptrun inherited (dispositions
@@ -179,8 +179,8 @@ impl Inherited {
     pub fn restore(&self) -> Result<(), core::ffi::c_int> {
         sys::set_action(libc::SIGCHLD, &self.sigchld)?;
         sys::set_action(libc::SIGILL, &self.sigill)?;
-        if let Some(action) = &self.sigterm {
-            sys::set_action(libc::SIGTERM, action)?;
+        if self.sigterm_ignored {
+            sys::set_action(libc::SIGTERM, &SigAction::ignore())?;
         }
         sys::try_set_mask(libc::SIG_SETMASK, &self.mask)
     }

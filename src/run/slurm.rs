@@ -68,19 +68,17 @@ pub struct Slurm {
 /// Before anything is started: in a mode that checkpoints, every process
 /// ckptrun starts has SIGTERM ignored.
 pub fn shield(slurm: &Slurm, inherited: &mut Inherited, log: &Log) {
-    let job = slurm.job;
-    if slurm.checkpoints {
-        inherited.ignore_sigterm();
-        log.info(format_args!(
-            "Slurm job {} (restart {}): the job starts with SIGTERM ignored; Slurm's SIGTERM is checkpointed unless the job is cancelled",
-            job.id, job.restarts
-        ));
-    } else {
-        log.info(format_args!(
-            "Slurm job {} (restart {})",
-            job.id, job.restarts
-        ));
-    }
+    let ignored = match slurm.checkpoints {
+        true => {
+            inherited.ignore_sigterm();
+            ", SIGTERM ignored"
+        }
+        false => "",
+    };
+    log.info(format_args!(
+        "Slurm job {} (restart {}){ignored}",
+        slurm.job.id, slurm.job.restarts
+    ));
 }
 
 /// What Slurm means by a SIGTERM, from the job's state in slurmctld.
@@ -102,11 +100,11 @@ enum Meaning {
 impl fmt::Display for Meaning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Meaning::Requeue => "Slurm requeues the job (preemption, scontrol requeue)",
-            Meaning::TimeLimit => "the job has reached its time limit",
-            Meaning::Signal => "the job runs on (a signal to its batch step)",
-            Meaning::Cancel => "Slurm cancels the job",
-            Meaning::Unknown => "the job's state in Slurm is unknown",
+            Meaning::Requeue => "requeued",
+            Meaning::TimeLimit => "timed out",
+            Meaning::Signal => "running",
+            Meaning::Cancel => "cancelled",
+            Meaning::Unknown => "state unknown",
         })
     }
 }
@@ -143,8 +141,8 @@ impl fmt::Display for Answer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Answer::Evict => "checkpoint and exit",
-            Answer::EndNow => "ending the job at once",
-            Answer::NotAgain => "Slurm signals the job itself, not sent again",
+            Answer::EndNow => "ending the job",
+            Answer::NotAgain => "not sent again",
             Answer::PassOn => "passed on",
         })
     }
@@ -154,8 +152,8 @@ impl fmt::Display for Answer {
 /// eviction: KillWait (30 s by default) is the whole time there is.
 const ANSWER_WITHIN: Duration = Duration::from_secs(3);
 
-/// The question `scontrol --oneliner show job ID`, built before the job
-/// starts, and the pipe it answers into (read here, non-blocking).
+/// The question `scontrol -o show job ID` (one line), built before the
+/// job starts, and the pipe it answers into (read here, non-blocking).
 struct Query {
     scontrol: spawn::Command,
     answers: OwnedFd,
@@ -167,7 +165,7 @@ impl Query {
         let (answers, into) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| Error::os("a pipe", e))?;
         rustix::fs::fcntl_setfl(&answers, OFlags::NONBLOCK).map_err(|e| Error::os("a pipe", e))?;
-        let args = ["--oneliner", "show", "job"]
+        let args = ["-o", "show", "job"]
             .into_iter()
             .map(OsString::from)
             .chain([job.id.to_string().into()])
@@ -192,10 +190,7 @@ impl Query {
             }
         };
         if !answered(pid) {
-            log.warn(format_args!(
-                "scontrol did not answer within {} s",
-                ANSWER_WITHIN.as_secs()
-            ));
+            log.warn(format_args!("scontrol: no answer"));
             return Meaning::Unknown;
         }
         let len = sys::drain(self.answers.as_fd(), &mut out);
@@ -228,7 +223,7 @@ fn answered(pid: Pid) -> bool {
     }
 }
 
-/// What `scontrol --oneliner show job` says (`... JobState=COMPLETING
+/// What `scontrol -o show job` says (`... JobState=COMPLETING
 /// Reason=None ... Restarts=1 ...`) of a job that was requeued `restarts`
 /// times before this run. Its fields are read after `UserId=`, so that a
 /// job name holding `JobState=` changes nothing.
@@ -248,9 +243,9 @@ fn meaning(out: &[u8], restarts: u32) -> Meaning {
     let now = value(b"Restarts=").and_then(|n| core::str::from_utf8(n).ok()?.parse::<u32>().ok());
     if now.is_some_and(|n| n > restarts) {
         Meaning::Requeue
-    } else if value(b"Reason=") == Some(b"TimeLimit") || state == b"TIMEOUT" {
+    } else if value(b"Reason=") == Some(b"TimeLimit") {
         Meaning::TimeLimit
-    } else if matches!(state, b"RUNNING" | b"SUSPENDED") {
+    } else if state == b"RUNNING" {
         Meaning::Signal
     } else {
         Meaning::Cancel
@@ -276,11 +271,7 @@ impl<'p> Watch<'p> {
         log: &'p Log,
     ) -> Self {
         let query = Query::prepare(slurm.job)
-            .map_err(|e| {
-                log.warn(format_args!(
-                    "{e}: every SIGTERM from Slurm will be taken for an eviction, a plain scancel's too"
-                ))
-            })
+            .map_err(|e| log.warn(format_args!("{e}: every SIGTERM evicts")))
             .ok();
         Self {
             inner,
@@ -292,15 +283,13 @@ impl<'p> Watch<'p> {
     }
 
     /// Slurm cancels the job: it ends at once. A job that handles SIGTERM
-    /// has Slurm's, and is left to it; one that ignores it is killed.
+    /// has Slurm's, and is left to it (the log says nothing is sent); one
+    /// that ignores it is killed.
     fn cancel(&mut self, job: &Job) -> Action {
-        if job.catches(libc::SIGTERM) {
-            self.log.info(format_args!(
-                "the job handles SIGTERM itself, and has Slurm's"
-            ));
-            return Action::Drop;
+        match job.catches(libc::SIGTERM) {
+            true => Action::Drop,
+            false => Action::Kill,
         }
-        Action::Kill
     }
 }
 
@@ -315,7 +304,7 @@ impl Protocol for Watch<'_> {
         };
         let answer = Answer::to(meaning, self.slurm.checkpoints);
         self.log.info(format_args!(
-            "SIGTERM: job {}: {meaning}: {answer}",
+            "SIGTERM: Slurm job {} {meaning}: {answer}",
             self.slurm.job.id
         ));
         match answer {
@@ -366,7 +355,7 @@ impl Protocol for Watch<'_> {
 mod tests {
     use super::*;
 
-    /// As Slurm 22.05's `scontrol --oneliner show job` prints it (cut).
+    /// As Slurm 22.05's `scontrol -o show job` prints it (cut).
     fn shown(name: &str, state: &str, reason: &str, restarts: u32) -> Vec<u8> {
         format!(
             "JobId=7 JobName={name} UserId=root(0) GroupId=root(0) MCS_label=N/A \
@@ -382,7 +371,6 @@ mod tests {
             ("COMPLETING", "None", 2, Meaning::Requeue),
             ("PENDING", "BeginTime", 2, Meaning::Requeue),
             ("COMPLETING", "TimeLimit", 1, Meaning::TimeLimit),
-            ("TIMEOUT", "TimeLimit", 1, Meaning::TimeLimit),
             ("RUNNING", "None", 1, Meaning::Signal),
             ("COMPLETING", "None", 1, Meaning::Cancel),
             ("CANCELLED", "None", 1, Meaning::Cancel),
