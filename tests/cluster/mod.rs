@@ -226,23 +226,13 @@ impl JobDir {
     }
 
     fn give_to_user(&self) {
-        let status = Command::new("chown")
-            .arg("-R")
-            .arg(format!("{}:", self.cluster.user))
-            .arg(&self.dir)
-            .status()
-            .unwrap();
-        assert!(status.success(), "chown {}", self.dir.display());
+        crate::common::give_to(&self.cluster.user, &self.dir);
     }
 }
 
 impl Drop for JobDir {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("kept {} for a look", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        crate::common::remove_unless_panicking(&self.dir);
     }
 }
 

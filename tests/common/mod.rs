@@ -56,6 +56,28 @@ pub fn link_or_copy(from: &Path, to: &Path) {
 /// process wrote itself could be "text file busy" to exec while another
 /// test's fork, not yet exec'd, still holds the descriptor it wrote with;
 /// one `cp` wrote cannot be.
+/// Gives `dir` and all it holds to `user`, the account the real pool's
+/// or cluster's jobs run as.
+pub fn give_to(user: &str, dir: &Path) {
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{user}:"))
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "chown {}", dir.display());
+}
+
+/// Removes a test's directory; a failing test's is kept, and named, for
+/// a look.
+pub fn remove_unless_panicking(dir: &Path) {
+    if std::thread::panicking() {
+        eprintln!("kept {} for a look", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 pub fn copy_program(from: &Path, to: &Path) {
     let status = Command::new("cp")
         .arg("-f")
