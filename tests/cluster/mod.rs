@@ -47,24 +47,13 @@ pub fn cluster() -> Option<&'static Cluster> {
     static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
     CLUSTER
         .get_or_init(|| {
-            let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-            let Some(dir) = std::env::var_os("SLURM_TEST_CLUSTER").filter(|d| !d.is_empty()) else {
-                assert!(
-                    !ci,
-                    "CI is set but SLURM_TEST_CLUSTER is not: the Slurm tests need the \
-                     cluster scripts/test.sh starts"
-                );
-                eprintln!(
-                    "Slurm tests skipped: no cluster (SLURM_TEST_CLUSTER unset; \
-                     scripts/test.sh starts one)"
-                );
-                return None;
-            };
-            assert!(
-                std::env::var_os("SLURM_CONF").is_some(),
-                "SLURM_TEST_CLUSTER is set but SLURM_CONF is not: \
-                 eval \"$(slurm-cluster.sh env DIR)\" first"
-            );
+            let dir = crate::common::engine_dir(
+                "SLURM_TEST_CLUSTER",
+                "SLURM_CONF",
+                "slurm-cluster.sh",
+                "Slurm tests",
+                "cluster",
+            )?;
             let user = std::env::var("SLURM_TEST_USER").unwrap_or_else(|_| "ckptrun-test".into());
             let out = run("sinfo", &["-h", "-N", "-o", "%c"]);
             let cpus = out
@@ -73,11 +62,7 @@ pub fn cluster() -> Option<&'static Cluster> {
                 .next()
                 .and_then(|c| c.trim().parse().ok());
             let cpus = cpus.unwrap_or_else(|| panic!("sinfo: no CPU count in {out:?}"));
-            Some(Cluster {
-                dir: dir.into(),
-                user,
-                cpus,
-            })
+            Some(Cluster { dir, user, cpus })
         })
         .as_ref()
 }

@@ -56,6 +56,34 @@ pub fn link_or_copy(from: &Path, to: &Path) {
 /// process wrote itself could be "text file busy" to exec while another
 /// test's fork, not yet exec'd, still holds the descriptor it wrote with;
 /// one `cp` wrote cannot be.
+/// The directory of a real engine (HTCondor pool, Slurm cluster) that
+/// scripts/test.sh started, from `var`; `config` must be set too (as
+/// `SCRIPT env DIR` sets it). None, after saying so, when there is none;
+/// under CI there must be one: the tests against the real engines fail
+/// there rather than skip.
+pub fn engine_dir(
+    var: &str,
+    config: &str,
+    script: &str,
+    tests: &str,
+    what: &str,
+) -> Option<PathBuf> {
+    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) else {
+        assert!(
+            !ci,
+            "CI is set but {var} is not: the {tests} need the {what} scripts/test.sh starts"
+        );
+        eprintln!("{tests} skipped: no {what} ({var} unset; scripts/test.sh starts one)");
+        return None;
+    };
+    assert!(
+        std::env::var_os(config).is_some(),
+        "{var} is set but {config} is not: eval \"$({script} env DIR)\" first"
+    );
+    Some(dir.into())
+}
+
 /// Gives `dir` and all it holds to `user`, the account the real pool's
 /// or cluster's jobs run as.
 pub fn give_to(user: &str, dir: &Path) {

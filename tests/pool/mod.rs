@@ -49,29 +49,15 @@ pub struct Pool {
 pub fn pool() -> Option<&'static Pool> {
     static POOL: OnceLock<Option<Pool>> = OnceLock::new();
     POOL.get_or_init(|| {
-        let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-        let Some(dir) = std::env::var_os("HTCONDOR_TEST_POOL").filter(|d| !d.is_empty()) else {
-            assert!(
-                !ci,
-                "CI is set but HTCONDOR_TEST_POOL is not: the HTCondor end-to-end tests \
-                 need the pool scripts/test.sh starts"
-            );
-            eprintln!(
-                "HTCondor end-to-end tests skipped: no pool (HTCONDOR_TEST_POOL unset; \
-                 scripts/test.sh starts one)"
-            );
-            return None;
-        };
-        assert!(
-            std::env::var_os("CONDOR_CONFIG").is_some(),
-            "HTCONDOR_TEST_POOL is set but CONDOR_CONFIG is not: \
-             eval \"$(htcondor-pool.sh env DIR)\" first"
-        );
+        let dir = crate::common::engine_dir(
+            "HTCONDOR_TEST_POOL",
+            "CONDOR_CONFIG",
+            "htcondor-pool.sh",
+            "HTCondor end-to-end tests",
+            "pool",
+        )?;
         let user = std::env::var("CONDOR_USER").unwrap_or_else(|_| "ckptrun-test".into());
-        Some(Pool {
-            dir: dir.into(),
-            user,
-        })
+        Some(Pool { dir, user })
     })
     .as_ref()
 }
