@@ -11,6 +11,7 @@
 use core::ffi::{CStr, c_char, c_int};
 use core::mem::MaybeUninit;
 use core::time::Duration;
+use std::os::fd::OwnedFd;
 
 /// A signal number, as the kernel numbers them (1..=64).
 pub type Sig = c_int;
@@ -267,6 +268,33 @@ pub fn drain(pipe: std::os::fd::BorrowedFd, buf: &mut [u8]) -> usize {
             Ok(_) => {}
         }
     }
+}
+
+/// Reaps our child `pid` if it has ended; its raw wait status.
+pub fn reap(pid: Pid) -> Option<i32> {
+    reap_with(pid, rustix::process::WaitOptions::NOHANG)
+}
+
+/// Waits for our child `pid` to end and reaps it; its raw wait status.
+pub fn reap_waiting(pid: Pid) -> Option<i32> {
+    reap_with(pid, rustix::process::WaitOptions::empty())
+}
+
+fn reap_with(pid: Pid, options: rustix::process::WaitOptions) -> Option<i32> {
+    let pid = rustix::process::Pid::from_raw(pid)?;
+    match rustix::process::waitpid(Some(pid), options) {
+        Ok(Some((_, status))) => Some(status.as_raw()),
+        _ => None,
+    }
+}
+
+/// A pipe a helper answers into: (the read end, non-blocking, to read
+/// with `drain`; the write end, for its standard output). Both close on
+/// exec.
+pub fn answer_pipe() -> rustix::io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    rustix::fs::fcntl_setfl(&read, rustix::fs::OFlags::NONBLOCK)?;
+    Ok((read, write))
 }
 
 /// Writes all of `bytes`, retrying after EINTR and short writes.

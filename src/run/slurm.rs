@@ -25,9 +25,6 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use rustix::fs::OFlags;
-use rustix::process::WaitOptions;
-
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::program;
@@ -162,9 +159,7 @@ struct Query {
 impl Query {
     fn prepare(job: SlurmJob) -> Result<Self, Error> {
         let path = program::locate("scontrol".as_ref(), std::env::var_os("PATH"))?;
-        let (answers, into) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| Error::os("a pipe", e))?;
-        rustix::fs::fcntl_setfl(&answers, OFlags::NONBLOCK).map_err(|e| Error::os("a pipe", e))?;
+        let (answers, into) = sys::answer_pipe().map_err(|e| Error::os("a pipe", e))?;
         let args = ["-o", "show", "job"]
             .into_iter()
             .map(OsString::from)
@@ -202,18 +197,15 @@ impl Query {
 /// it); whether it ended in time. Only `pid` is reaped: the job's end, if
 /// it comes meanwhile, is the supervisor's to see. Does not allocate.
 fn answered(pid: Pid) -> bool {
-    let Some(child) = rustix::process::Pid::from_raw(pid) else {
-        return false;
-    };
     let give_up = Instant::now() + ANSWER_WITHIN;
     loop {
-        if let Ok(Some(_)) = rustix::process::waitpid(Some(child), WaitOptions::NOHANG) {
+        if sys::reap(pid).is_some() {
             return true;
         }
         let left = give_up.saturating_duration_since(Instant::now());
         if left.is_zero() {
             let _ = sys::kill(pid, libc::SIGKILL);
-            let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
+            let _ = sys::reap_waiting(pid);
             return false;
         }
         let _ = sys::wait_signal(

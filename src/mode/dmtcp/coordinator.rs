@@ -11,7 +11,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
-use rustix::process::WaitOptions;
 
 use crate::os::decimal;
 use crate::os::error::Error;
@@ -180,7 +179,7 @@ fn wait_for_port(
     let mut pause = Duration::from_millis(1);
     loop {
         if launcher_running {
-            match reap(launcher) {
+            match sys::reap(launcher) {
                 None => {}
                 Some(raw) if libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == 0 => {
                     launcher_running = false;
@@ -205,7 +204,7 @@ fn wait_for_port(
         if now >= give_up {
             if launcher_running {
                 let _ = sys::kill(launcher, libc::SIGKILL);
-                let _ = reap_blocking(launcher);
+                let _ = sys::reap_waiting(launcher);
             } else {
                 // It detached (so its pid is no longer ours to signal)
                 // and never said where it listens: end it, our child.
@@ -219,7 +218,7 @@ fn wait_for_port(
         }
         // Woken early by SIGCHLD when the launcher exits; other
         // signals stay pending for the supervisor.
-        let _ = sys::wait_signal(&sigchld(), Some(pause.min(give_up - now)));
+        let _ = sys::wait_signal(&SigSet::only(libc::SIGCHLD), Some(pause.min(give_up - now)));
         pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
@@ -305,22 +304,6 @@ fn read_port(scratch: BorrowedFd) -> Option<u16> {
     u16::try_from(port).ok().filter(|&p| p != 0)
 }
 
-/// SIGCHLD alone, to wait on.
-pub fn sigchld() -> SigSet {
-    let mut set = SigSet::empty();
-    set.add(libc::SIGCHLD);
-    set
-}
-
-/// Reaps our child `pid` if it has ended; its raw wait status.
-pub fn reap(pid: Pid) -> Option<i32> {
-    let pid = rustix::process::Pid::from_raw(pid)?;
-    match rustix::process::waitpid(Some(pid), WaitOptions::NOHANG) {
-        Ok(Some((_, status))) => Some(status.as_raw()),
-        _ => None,
-    }
-}
-
 /// ckptrun's children, as /proc lists them, told apart from those it had
 /// before it started anything (a process may exec ckptrun with children
 /// of its own: those are not ckptrun's to end). Empty, and `new_one`
@@ -382,19 +365,11 @@ impl Children {
     fn kill_new(&self) {
         self.each_new(|pid| {
             let _ = sys::kill(pid, libc::SIGKILL);
-            let _ = reap_blocking(pid);
+            let _ = sys::reap_waiting(pid);
         });
     }
 }
 
 fn me() -> Pid {
     rustix::process::getpid().as_raw_nonzero().get()
-}
-
-fn reap_blocking(pid: Pid) -> Option<i32> {
-    let pid = rustix::process::Pid::from_raw(pid)?;
-    match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
-        Ok(Some((_, status))) => Some(status.as_raw()),
-        _ => None,
-    }
 }

@@ -9,8 +9,6 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use rustix::fs::OFlags;
-
 use crate::mode::dmtcp::coordinator::Coordinator;
 use crate::mode::dmtcp::processes::Processes;
 use crate::mode::dmtcp::restart::RESTART_FAILED;
@@ -38,9 +36,7 @@ pub struct Status {
 
 impl Status {
     pub fn new(coordinator: &Coordinator, tool: &std::path::Path) -> Result<Self, Error> {
-        let (out, into) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| Error::os("a pipe", e))?;
-        rustix::fs::fcntl_setfl(&out, OFlags::NONBLOCK).map_err(|e| Error::os("a pipe", e))?;
+        let (out, into) = sys::answer_pipe().map_err(|e| Error::os("a pipe", e))?;
         let command = coordinator.command(tool, &["--status"], Some(into))?;
         Ok(Self { command, out })
     }

@@ -421,7 +421,7 @@ impl Dmtcp<'_> {
             if !images.under_way() || self.procs.coordinator_gone() || Instant::now() >= limit {
                 return images.complete();
             }
-            let _ = sys::wait_signal(&coordinator::sigchld(), Some(POLL));
+            let _ = sys::wait_signal(&sys::SigSet::only(libc::SIGCHLD), Some(POLL));
             supervise::reap_all(self, log);
         }
     }
@@ -486,7 +486,10 @@ impl Dmtcp<'_> {
                 Stop::GaveUp => return,
                 Stop::Wait => {}
             }
-            let _ = sys::wait_signal(&coordinator::sigchld(), Some(Duration::from_millis(10)));
+            let _ = sys::wait_signal(
+                &sys::SigSet::only(libc::SIGCHLD),
+                Some(Duration::from_millis(10)),
+            );
         }
     }
 }
