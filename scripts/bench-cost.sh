@@ -116,19 +116,6 @@ spool_dir() {
     echo "$spool/$((cluster % 10000))/$proc/cluster$cluster.proc$proc.subproc0"
 }
 
-# The recipe, as tests/checkpoint_cost.rs writes it.
-recipe_sub="universe = vanilla
-executable = self_job
-arguments = state $steps result
-environment = \"$self_env\"
-should_transfer_files = YES
-when_to_transfer_output = ON_EXIT_OR_EVICT
-checkpoint_exit_code = 17
-transfer_checkpoint_files = state
-output = job.out
-error = job.err
-log = job.log
-queue"
 
 # Makes round R's submit directory for JOB and submits it; prints the id.
 submit() {
@@ -138,7 +125,9 @@ submit() {
     case "$job" in
     recipe)
         cp "$bin/examples/self_job" "$dir/"
-        echo "$recipe_sub" > "$dir/job.sub"
+        cp "$repo/tests/pool/recipe.sub" "$dir/job.sub"
+        sed -i "s|^arguments = state 2000 result|arguments = state $steps result|" "$dir/job.sub"
+        append=(-append "environment = \"$self_env\"")
         ;;
     keep1 | keep2)
         cp "$ckptrun" "$dir/ckptrun"

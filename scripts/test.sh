@@ -32,46 +32,46 @@ scripts/setup.sh
 CARGO_BUILD_OPTS=--locked scripts/build-release.sh
 ls -l target/*/release/ckptrun
 
+# A real system the tests could not have (WHAT: why): under CI a
+# failure; otherwise the TESTS against it are skipped, said now and again
+# at the end.
+skipped=()
+unavailable() { # WHAT TESTS WHY
+    if [ -n "${CI:-}" ]; then
+        echo "test.sh: CI is set and $1: $3" >&2
+        exit 1
+    fi
+    skipped+=("test.sh: $2 SKIPPED: $1: $3")
+    echo "${skipped[-1]}" >&2
+}
+# Stops the system SCRIPT started in DIR (WHAT, for the message), if any.
+stop_system() { # SCRIPT DIR WHAT
+    [ -d "$2" ] || return 0
+    if "$1" stop "$2"; then
+        rm -rf "$2"
+    else
+        echo "test.sh: could not stop the $3 in $2" >&2
+    fi
+}
+
 dmtcp_script=${DMTCP_BUILD_SCRIPT:-$PWD/../shared/tools/real-dmtcp.sh}
 export CKPTRUN_DMTCP=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
-skipped_dmtcp=""
 if [ -x "$dmtcp_script" ] && "$dmtcp_script" "$CKPTRUN_DMTCP" >"$CKPTRUN_DMTCP.log" 2>&1; then
     echo "test.sh: DMTCP 4.2.0 in $CKPTRUN_DMTCP"
     rm -f "$CKPTRUN_DMTCP.log"
 else
     why="$dmtcp_script failed (see $CKPTRUN_DMTCP.log)"
     [ -x "$dmtcp_script" ] || why="no $dmtcp_script"
-    if [ -n "${CI:-}" ]; then
-        echo "test.sh: CI is set and DMTCP could not be built: $why" >&2
-        exit 1
-    fi
+    unavailable "DMTCP could not be built" "the tests against the real DMTCP" "$why"
     unset CKPTRUN_DMTCP
-    skipped_dmtcp="test.sh: the tests against the real DMTCP SKIPPED: $why"
-    echo "$skipped_dmtcp" >&2
 fi
 
 pool_script=${HTCONDOR_POOL_SCRIPT:-$PWD/../shared/tools/htcondor-pool.sh}
 pool_dir=/tmp/ckptrun-test-pool.$$
-stop_pool() {
-    if [ -d "$pool_dir" ]; then
-        if "$pool_script" stop "$pool_dir"; then
-            rm -rf "$pool_dir"
-        else
-            echo "test.sh: could not stop the pool in $pool_dir" >&2
-        fi
-    fi
-}
+stop_pool() { stop_system "$pool_script" "$pool_dir" pool; }
 slurm_script=${SLURM_CLUSTER_SCRIPT:-$PWD/../shared/tools/slurm-cluster.sh}
 slurm_dir=/tmp/ckptrun-test-slurm.$$
-stop_slurm() {
-    if [ -d "$slurm_dir" ]; then
-        if "$slurm_script" stop "$slurm_dir"; then
-            rm -rf "$slurm_dir"
-        else
-            echo "test.sh: could not stop the Slurm cluster in $slurm_dir" >&2
-        fi
-    fi
-}
+stop_slurm() { stop_system "$slurm_script" "$slurm_dir" "Slurm cluster"; }
 slurm_tests=""
 # The Slurm tests, if still running (they run in a session of their own).
 stop_slurm_tests() { [ -z "$slurm_tests" ] || kill -- -"$slurm_tests" 2>/dev/null || true; }
@@ -122,28 +122,18 @@ start_slurm() {
     rm -f "$log"
     return 1
 }
-skipped_slurm=""
 if start_slurm; then
     eval "$slurm_env"
     export SLURM_TEST_CLUSTER=$slurm_dir
-elif [ -n "${CI:-}" ]; then
-    echo "test.sh: CI is set and the Slurm cluster did not start: $why" >&2
-    exit 1
 else
-    skipped_slurm="test.sh: Slurm tests (tests/slurm.rs) SKIPPED: the cluster did not start: $why"
-    echo "$skipped_slurm" >&2
+    unavailable "the Slurm cluster did not start" "Slurm tests (tests/slurm.rs)" "$why"
 fi
-
-skipped=""
 if start_pool; then
     eval "$pool_env"
     export HTCONDOR_TEST_POOL=$pool_dir
-elif [ -n "${CI:-}" ]; then
-    echo "test.sh: CI is set and the HTCondor pool did not start: $why" >&2
-    exit 1
 else
-    skipped="test.sh: HTCondor end-to-end tests (tests/htcondor.rs, tests/fault_storm.rs) SKIPPED: the pool did not start: $why"
-    echo "$skipped" >&2
+    unavailable "the HTCondor pool did not start" \
+        "HTCondor end-to-end tests (tests/htcondor.rs, tests/fault_storm.rs, tests/checkpoint_*.rs)" "$why"
 fi
 
 # The fault storm's lines (its seed, its plan, the faults it delivered)
@@ -178,6 +168,4 @@ stop_pool
 stop_slurm
 cargo clippy --locked --all-targets -- -D warnings
 cargo fmt --check
-if [ -n "$skipped" ]; then echo "$skipped" >&2; fi
-if [ -n "$skipped_dmtcp" ]; then echo "$skipped_dmtcp" >&2; fi
-if [ -n "$skipped_slurm" ]; then echo "$skipped_slurm" >&2; fi
+for line in "${skipped[@]}"; do echo "$line" >&2; done

@@ -26,19 +26,7 @@ const LIMIT: Duration = Duration::from_secs(600);
 /// HTCondor's recipe for a self-checkpointing job (the manual's): the job
 /// exits with its checkpoint code after each checkpoint, and
 /// `transfer_checkpoint_files` names its state.
-const RECIPE: &str = r#"universe = vanilla
-executable = self_job
-arguments = state 2000 result
-environment = "ENV"
-should_transfer_files = YES
-when_to_transfer_output = ON_EXIT_OR_EVICT
-checkpoint_exit_code = 17
-transfer_checkpoint_files = state
-output = job.out
-error = job.err
-log = job.log
-queue
-"#;
+const RECIPE: &str = include_str!("pool/recipe.sub");
 
 /// The bytes the access point received at each of job `id`'s uploads
 /// (checkpoint exits, evictions, the end), in order: the shadow's
@@ -160,9 +148,9 @@ fn each_checkpoint_uploads_one_generation_and_the_end_only_the_outputs() {
     ) else {
         return;
     };
-    recipe_dir.write("recipe.sub", &RECIPE.replace("ENV", SELF_ENV));
-    let recipe = recipe_dir.submit("recipe.sub", &[]);
     let self_env = |extra: &str| format!("\"{SELF_ENV}{extra}\"");
+    recipe_dir.write("recipe.sub", RECIPE);
+    let recipe = recipe_dir.submit("recipe.sub", &[("environment", &self_env(""))]);
     let s1 = self1.submit_example("self", &[("environment", &self_env(""))]);
     let s2 = self2.submit_example("self", &[("environment", &self_env(" CKPTRUN_KEEP=2"))]);
     // dmtcp: a checkpoint and exit every 2 s of the counter's 30; the

@@ -108,9 +108,7 @@ impl Cluster {
     /// A fresh, empty job directory under /tmp, owned by the submit
     /// account.
     pub fn job_dir(&'static self, name: &str) -> JobDir {
-        let dir = Path::new("/tmp").join(format!("ckptrun-slurm-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = crate::common::fresh_dir("slurm", name);
         let dir = JobDir { cluster: self, dir };
         dir.give_to_user();
         dir

@@ -84,6 +84,15 @@ pub fn engine_dir(
     Some(dir.into())
 }
 
+/// A fresh, empty directory `/tmp/ckptrun-KIND-PID-NAME` for a job of a
+/// real engine: not TMPDIR, which the engine's account may not reach.
+pub fn fresh_dir(kind: &str, name: &str) -> PathBuf {
+    let dir = Path::new("/tmp").join(format!("ckptrun-{kind}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    dir
+}
+
 /// Gives `dir` and all it holds to `user`, the account the real pool's
 /// or cluster's jobs run as.
 pub fn give_to(user: &str, dir: &Path) {

@@ -66,10 +66,7 @@ impl Pool {
     /// A fresh, empty submit directory under /tmp, owned by the submit
     /// account (which must reach it: /tmp is fine).
     pub fn submit_dir(&'static self, name: &str) -> SubmitDir {
-        // Not TMPDIR, which the submit account may not reach.
-        let dir = Path::new("/tmp").join(format!("ckptrun-e2e-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = crate::common::fresh_dir("e2e", name);
         let dir = SubmitDir { pool: self, dir };
         dir.give_to_user();
         dir
