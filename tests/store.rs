@@ -564,3 +564,54 @@ fn a_commit_needs_room_for_k_plus_2_copies_and_makes_more_from_the_oldest() {
     );
     assert_eq!(generations(&disk.dir, STORE), [4, 5]);
 }
+
+#[test]
+fn a_failed_commit_leaves_every_slot_a_transfer_list_names() {
+    // HTCondor holds a job whose transfer_output_files names a file that
+    // is missing when it uploads: a slot a commit removed to make room,
+    // before it failed, comes back (empty).
+    let sandbox = Sandbox::new("disk-listed");
+    let Some(disk) = SmallDisk::mount(&sandbox, "12m", "a_failed_commit_leaves_every_slot") else {
+        return;
+    };
+    let ad = sandbox.path("job.ad");
+    std::fs::write(
+        &ad,
+        "TransferOutput = \"result, ckptrun.store.0, ckptrun.store.1\"\n",
+    )
+    .unwrap();
+    let run_with = |pad: u64, code: i32| {
+        let mut cmd = disk.ckptrun([
+            "--mode",
+            "self",
+            "--ckpt",
+            "state",
+            "--job-ckpt-exit",
+            "17",
+            "--",
+            "sh",
+            "-c",
+            RANDOM_JOB,
+        ]);
+        cmd.env("_CONDOR_JOB_AD", &ad)
+            .env("PAD", pad.to_string())
+            .env("N", "9");
+        let out = run(cmd);
+        assert_eq!(out.code(), Some(code), "PAD={pad}: {}", out.stderr);
+    };
+    for _ in 0..3 {
+        run_with(1 << 20, 85);
+    }
+    assert_eq!(generations(&disk.dir, STORE), [2, 3]);
+    // 7 MiB: the working copy, the newest generation and the new one do
+    // not fit in 12 MiB, even without the generation it replaces.
+    run_with(7 << 20, 123);
+    for slot in ["ckptrun.store.0", "ckptrun.store.1"] {
+        assert!(disk.path(slot).exists(), "{slot} is missing at the top");
+    }
+    assert_eq!(
+        generations(&disk.dir, STORE),
+        [3],
+        "the newest intact one is kept"
+    );
+}

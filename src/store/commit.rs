@@ -92,6 +92,13 @@ pub fn write(
             _ => drop(child.result()),
         }
     }
+    if done.is_err() {
+        // The slots removed to make room: where a transfer list names
+        // them (`Publish::All`), HTCondor holds a job whose listed file
+        // is missing, so they come back empty. At worst the next start
+        // does it.
+        let _ = slots.fill();
+    }
     done?;
     slots.table_mut().committed(slot, g);
     Ok(slot)
