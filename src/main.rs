@@ -55,7 +55,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     };
     let log = Log::open(config.log.as_deref(), config.verbose)
         .unwrap_or_else(|e| fail(&Log::stderr_only(), e));
-    if let Some(slurm) = config.start_settings().slurm {
+    if let Some(slurm) = config.slurm() {
         slurm::shield(&slurm, &mut inherited, &log);
     }
     if config.mode == Mode::Dmtcp && rustix::process::getpid().is_init() {

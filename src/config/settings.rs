@@ -173,11 +173,16 @@ impl Config {
             kill_after: self.kill_after,
             ckpt_exit_code: self.ckpt_exit_code,
             exit_by_signal: self.exit_by_signal,
-            slurm: self.slurm.map(|job| Slurm {
-                job,
-                checkpoints: self.mode != Mode::Init,
-            }),
+            slurm: self.slurm(),
         }
+    }
+
+    /// Under Slurm: the job, and whether this mode checkpoints it.
+    pub fn slurm(&self) -> Option<Slurm> {
+        self.slurm.map(|job| Slurm {
+            job,
+            checkpoints: self.mode != Mode::Init,
+        })
     }
 
     /// How the store is to be kept.
