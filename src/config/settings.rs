@@ -191,6 +191,7 @@ impl Config {
             keep: self.keep,
             on_damage: self.on_damage,
             publish: self.publish,
+            return_store: self.return_store,
         }
     }
 

@@ -44,8 +44,6 @@ pub struct SelfCkpt {
     code: u8,
     by_signal: Option<Sig>,
     restart_grace: Option<Duration>,
-    /// `--return-store`.
-    return_store: bool,
     /// The generation the working copy came from, if a checkpoint.
     restored: Option<u64>,
     /// The working paths when the job started, or at the last commit:
@@ -138,7 +136,6 @@ impl SelfCkpt {
             code: config.ckpt_exit_code,
             by_signal: config.exit_by_signal,
             restart_grace: config.restart_grace,
-            return_store: config.return_store,
             restored,
             committed: vec![None; n],
             at_request: vec![None; n],
@@ -431,7 +428,7 @@ impl Protocol for SelfCkpt {
     }
 
     fn end(&mut self, ending: Ending, log: &Log) {
-        stores::at_end(&mut self.store, ending, self.return_store, log);
+        stores::at_end(&mut self.store, ending, log);
     }
 }
 

@@ -35,10 +35,10 @@ fn owner(meta: &Meta) -> Option<&'static str> {
 /// submit directory, to look at or to start again from), as after any
 /// end with `--return-store`; after a successful one only the outputs
 /// do. A checkpoint leaves it as it is.
-pub fn at_end(store: &mut Store, ending: Ending, return_store: bool, log: &Log) {
+pub fn at_end(store: &mut Store, ending: Ending, log: &Log) {
     match ending {
         Ending::Checkpoint => {}
-        Ending::Success => store.at_end(return_store, log),
+        Ending::Success => store.at_end(false, log),
         Ending::Failure => store.at_end(true, log),
     }
 }

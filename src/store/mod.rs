@@ -77,6 +77,9 @@ pub struct Options {
     pub keep: u32,
     pub on_damage: OnDamage,
     pub publish: Publish,
+    /// `--return-store`: a successful end returns the newest generation
+    /// too, as a failed one does.
+    pub return_store: bool,
 }
 
 pub struct Store {
@@ -84,6 +87,7 @@ pub struct Store {
     scratch: Scratch,
     tag: Tag,
     work: WorkingCopy,
+    return_store: bool,
 }
 
 /// What `Store::open` made of the store for this start.
@@ -186,6 +190,7 @@ impl Store {
             scratch,
             tag,
             work,
+            return_store: options.return_store,
         })
     }
 
@@ -391,11 +396,11 @@ impl Store {
         self.say(done, log);
     }
 
-    /// The job has ended for good: `returned` (a failed end, or
-    /// `--return-store`), the newest generation goes back with the
+    /// The job has ended for good: after a failed end (or any, with
+    /// `--return-store`) the newest generation goes back with the
     /// outputs; otherwise the store stays behind (see `slots`).
-    pub fn at_end(&mut self, returned: bool, log: &Log) {
-        let done = self.slots.at_end(returned);
+    pub fn at_end(&mut self, failed: bool, log: &Log) {
+        let done = self.slots.at_end(failed || self.return_store);
         self.say(done, log);
     }
 

@@ -71,8 +71,6 @@ pub struct Dmtcp<'a> {
     by_signal: Option<Sig>,
     /// `--interval-continue`: periodic checkpoints keep the job running.
     keep_running: bool,
-    /// `--return-store`.
-    return_store: bool,
     phase: Phase,
     /// Periodic commits that failed (`--interval-continue`).
     periodic: PeriodicCommits,
@@ -165,7 +163,6 @@ impl<'a> Dmtcp<'a> {
             code: config.ckpt_exit_code,
             by_signal: config.exit_by_signal,
             keep_running: config.interval_continue,
-            return_store: config.return_store,
             phase: Phase::Joining {
                 check: Check::new(parts.restart, now),
                 pending: None,
@@ -617,7 +614,7 @@ impl Protocol for Dmtcp<'_> {
     /// committed. Does not allocate.
     fn end(&mut self, ending: Ending, log: &Log) {
         self.stop_all(log);
-        crate::mode::stores::at_end(&mut self.place.store, ending, self.return_store, log);
+        crate::mode::stores::at_end(&mut self.place.store, ending, log);
         let _ = crate::os::tree::remove(self.place.store.scratch(), crate::store::scratch::RESTORE);
         if !self.keep_images {
             self.place.images.remove();
