@@ -24,9 +24,14 @@ echo "done after $n runs" > result"#;
 
 /// `ckptrun --mode self --ckpt state --job-ckpt-exit 17 EXTRA... -- sh -c JOB`.
 fn job(sandbox: &Sandbox, extra: &[&str]) -> Command {
+    job_of(sandbox, extra, JOB)
+}
+
+/// `script` as the job, under ckptrun in `sandbox` with `extra` options.
+fn job_of(sandbox: &Sandbox, extra: &[&str], script: &str) -> Command {
     let mut args = vec!["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"];
     args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "sh", "-c", JOB]);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
     let mut cmd = sandbox.ckptrun(&args);
     cmd.env_remove("_CONDOR_JOB_AD");
     cmd
@@ -526,23 +531,8 @@ fn a_commit_needs_room_for_k_plus_2_copies_and_makes_more_from_the_oldest() {
         return;
     };
     let run_with = |keep: &str| {
-        let mut cmd = disk.ckptrun([
-            "--mode",
-            "self",
-            "--ckpt",
-            "state",
-            "--job-ckpt-exit",
-            "17",
-            "--keep",
-            keep,
-            "--",
-            "sh",
-            "-c",
-            RANDOM_JOB,
-        ]);
-        cmd.env_remove("_CONDOR_JOB_AD")
-            .env("PAD", (7 << 20).to_string())
-            .env("N", "9");
+        let mut cmd = job_of(&disk, &["--keep", keep], RANDOM_JOB);
+        cmd.env("PAD", (7 << 20).to_string()).env("N", "9");
         let out = run(cmd);
         assert_eq!(out.code(), Some(85), "--keep {keep}: {}", out.stderr);
         out.stderr
@@ -581,18 +571,7 @@ fn a_failed_commit_leaves_every_slot_a_transfer_list_names() {
     )
     .unwrap();
     let run_with = |pad: u64, code: i32| {
-        let mut cmd = disk.ckptrun([
-            "--mode",
-            "self",
-            "--ckpt",
-            "state",
-            "--job-ckpt-exit",
-            "17",
-            "--",
-            "sh",
-            "-c",
-            RANDOM_JOB,
-        ]);
+        let mut cmd = job_of(&disk, &[], RANDOM_JOB);
         cmd.env("_CONDOR_JOB_AD", &ad)
             .env("PAD", pad.to_string())
             .env("N", "9");
