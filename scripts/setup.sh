@@ -25,8 +25,10 @@ command -v strace >/dev/null || packages+=(strace)
 # store's archives independently of ckptrun.
 [ -x /usr/bin/python3 ] || packages+=(python3)
 command -v tar >/dev/null || packages+=(tar)
-# xxhsum: the tests check the store's manifests with it, as a user would.
+# xxhsum: the tests check the store's manifests with it, as a user would;
+# zstd: and read its compressed members.
 command -v xxhsum >/dev/null || packages+=(xxhash)
+command -v zstd >/dev/null || packages+=(zstd)
 # tests/runc.rs: ckptrun as PID 1 of a real OCI container, a static
 # busybox for the container's shell jobs.
 # (runc is in /usr/sbin, which a non-root PATH may lack.)

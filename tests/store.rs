@@ -403,9 +403,23 @@ fn a_full_disk_fails_the_commit_cleanly_and_the_next_start_works() {
         return;
     };
     let with_pad = |pad: &str, code: i32| {
-        let out = run(job(&in_disk, &["--keep", "0"])
-            .env("PAD", pad)
-            .env("N", "4"));
+        // Random bytes: the store would compress zeros to nothing.
+        let mut cmd = in_disk.ckptrun([
+            "--mode",
+            "self",
+            "--ckpt",
+            "state",
+            "--job-ckpt-exit",
+            "17",
+            "--keep",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            RANDOM_JOB,
+        ]);
+        cmd.env_remove("_CONDOR_JOB_AD");
+        let out = run(cmd.env("PAD", pad).env("N", "4"));
         assert_eq!(out.code(), Some(code), "PAD={pad}: {}", out.stderr);
         out.stderr
     };
@@ -485,7 +499,7 @@ fn periodic_commits_that_keep_failing_end_the_job_after_one_retry() {
     // Each request: a 2.2 MB checkpoint replaces the last by rename; its
     // commit cannot fit beside it.
     let script =
-        "trap 'rm -f state; head -c 2200000 /dev/zero > state.new; mv state.new state' USR1
+        "trap 'rm -f state; head -c 2200000 /dev/urandom > state.new; mv state.new state' USR1
         while :; do sleep 0.05; done";
     let out = run(in_disk.ckptrun([
         "--mode",
@@ -593,4 +607,76 @@ fn a_failed_commit_leaves_every_slot_a_transfer_list_names() {
         [3],
         "the newest intact one is kept"
     );
+}
+
+/// JOB with a text-like state of some 2 MB: lines a simulation might
+/// write, which compress.
+const TEXT_JOB: &str = r#"n=$(head -n1 state 2>/dev/null || echo 0)
+n=$((n + 1))
+{ echo "$n"; seq -f "step,%g,velocity,0.125,pressure,1013.25" 1 50000; } > state || exit 9
+[ "$n" -lt "${N:-3}" ] && exit 17
+echo "done after $n runs" > result"#;
+
+#[test]
+fn a_compressible_state_is_stored_compressed_checked_by_hand_and_damage_is_caught() {
+    let sandbox = Sandbox::new("compressed");
+    let run_text = |code: i32| {
+        let mut cmd = sandbox.ckptrun([
+            "--mode",
+            "self",
+            "--ckpt",
+            "state",
+            "--job-ckpt-exit",
+            "17",
+            "--",
+            "sh",
+            "-c",
+            TEXT_JOB,
+        ]);
+        cmd.env_remove("_CONDOR_JOB_AD").env("N", "4");
+        let out = run(cmd);
+        assert_eq!(out.code(), Some(code), "{}", out.stderr);
+        out.stderr
+    };
+    run_text(85);
+    run_text(85);
+    let state = std::fs::metadata(sandbox.path("state"));
+    let slot = slot_of(&sandbox.dir, STORE, 2);
+    let stored = std::fs::metadata(&slot).unwrap().len();
+    assert!(
+        state.is_err(),
+        "the working copy is kept out of HTCondor's way"
+    );
+    let raw = tar_member(&slot, "state").unwrap();
+    assert!(
+        raw.len() > 2_000_000 && stored * 5 < raw.len() as u64,
+        "{stored} of {}",
+        raw.len()
+    );
+    // By hand: GNU tar gives a zstd stream, zstd the state, and xxhsum the
+    // manifest's line for it.
+    let manifest = String::from_utf8(tar_member(&slot, ".ckptrun.xxh3").unwrap()).unwrap();
+    let by_hand = Command::new("sh")
+        .arg("-c")
+        .arg("tar -xOf \"$0\" state | zstd -dc | xxhsum -H3")
+        .arg(&slot)
+        .output()
+        .unwrap();
+    let by_hand = String::from_utf8_lossy(&by_hand.stdout).into_owned();
+    let hash = by_hand.split_whitespace().last().unwrap().to_string();
+    assert!(
+        manifest.contains(&format!("XXH3 (state) = {hash}")),
+        "{manifest}\n{by_hand}"
+    );
+    // A changed byte in the compressed data: found, never restored.
+    flip_byte_of(&slot, "state");
+    let stderr = run_text(85);
+    assert!(
+        stderr.contains("generation 2 is damaged (member state does not match its checksum): restarting from generation 1"),
+        "{stderr}"
+    );
+    // It resumed from run 1: runs 2 and 3 again, then 4.
+    run_text(85);
+    run_text(0);
+    assert_eq!(result(&sandbox), "done after 4 runs\n");
 }

@@ -1,34 +1,43 @@
 //! A computation run in a child process, beside this one: a checksum
 //! that would otherwise wait for a copy of the same bytes runs on another
-//! core meanwhile (both read the same page cache). Its result, a u64,
-//! comes back through a pipe. The child is a copy of ckptrun that only
-//! reads files and exits (`_exit`: no destructor runs twice); it
-//! allocates nothing, and it dies with ckptrun. Anything that goes wrong
-//! (no child can be made, it dies, its answer is short) gives no result,
-//! and the caller computes it itself: this only ever saves time.
+//! core meanwhile (both read the same page cache); a member compressed or
+//! expanded with working memory of its own (see `region`), which the
+//! supervising process never touches. Its result, a few u64s (at most
+//! 8), comes back through a pipe. The child is a copy of ckptrun that
+//! reads and writes files and exits (`_exit`: no destructor runs twice);
+//! it allocates nothing on the heap, and it dies with ckptrun. Anything
+//! that goes wrong (no child can be made, it dies, its answer is short)
+//! gives no result, and the caller says what then.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::os::sys::{self, Forked, Pid};
 
-pub struct Beside {
+/// A child computing `N` numbers.
+pub struct Beside<const N: usize = 1> {
     pid: Pid,
     answer: OwnedFd,
 }
 
-impl Beside {
+impl<const N: usize> Beside<N> {
     /// Starts `f` in a child; none if no child can be made. Before the
     /// job runs, and while it runs: ckptrun waits for this child by its
     /// pid (`result`), and its reaping loop runs only between calls like
     /// this, so it never takes this child's end.
-    pub fn start(f: impl FnOnce() -> Option<u64>) -> Option<Self> {
+    pub fn start(f: impl FnOnce() -> Option<[u64; N]>) -> Option<Self> {
         let (answer, tell) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
         match sys::fork().ok()? {
             Forked::Child => {
                 let _ = sys::set_parent_death_signal(libc::SIGKILL);
                 drop(answer);
                 let code = match f() {
-                    Some(v) => i32::from(sys::write_all(&tell, &v.to_le_bytes()).is_err()),
+                    Some(values) => {
+                        let mut bytes = [0u8; 64];
+                        for (chunk, v) in bytes.chunks_exact_mut(8).zip(values) {
+                            chunk.copy_from_slice(&v.to_le_bytes());
+                        }
+                        i32::from(sys::write_all(&tell, &bytes[..8 * N]).is_err())
+                    }
                     None => 1,
                 };
                 sys::exit_now(code)
@@ -38,14 +47,18 @@ impl Beside {
     }
 
     /// Waits for the child: its result, if it gave one.
-    pub fn result(self) -> Option<u64> {
-        let mut buf = [0u8; 8];
-        let got = sys::read_fill(&self.answer, &mut buf);
+    pub fn result(self) -> Option<[u64; N]> {
+        let mut buf = [0u8; 64];
+        let got = sys::read_fill(&self.answer, &mut buf[..8 * N]);
         let ended = sys::wait_exit_code(self.pid);
-        match (got, ended) {
-            (Ok(8), Some(0)) => Some(u64::from_le_bytes(buf)),
-            _ => None,
+        if got != Ok(8 * N) || ended != Some(0) {
+            return None;
         }
+        let mut values = [0u64; N];
+        for (v, chunk) in values.iter_mut().zip(buf.chunks_exact(8)) {
+            *v = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        }
+        Some(values)
     }
 }
 
@@ -55,7 +68,7 @@ pub struct Held {
     go: OwnedFd,
 }
 
-impl Beside {
+impl Beside<1> {
     /// Hands `file` to a child that closes it only once told (`Held::let_go`):
     /// what that last close costs (freeing a large file's blocks, its
     /// pages) is then paid beside ckptrun, not in its path. The child

@@ -1,6 +1,6 @@
-//! Copying a file's bytes in the kernel (copy_file_range), in
-//! stretches, and by reading and writing where the kernel cannot.
-//! Without allocating.
+//! A file's bytes read at an offset, and copied in the kernel
+//! (copy_file_range), in stretches, or by reading and writing where the
+//! kernel cannot. Without allocating.
 
 use std::os::fd::BorrowedFd;
 
@@ -55,6 +55,36 @@ fn copy_by_reading(
             Ok(n) => {
                 crate::os::sys::write_all(into, &buf[..n])?;
                 done += n as u64;
+            }
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`.
+pub fn read_at(fd: BorrowedFd, buf: &mut [u8], offset: u64) -> Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match rustix::io::pread(fd, &mut buf[done..], offset + done as u64) {
+            Ok(0) => return Err(Errno::IO),
+            Ok(n) => done += n,
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `bytes` at `offset`.
+pub fn write_at(fd: BorrowedFd, mut bytes: &[u8], mut offset: u64) -> Result<()> {
+    while !bytes.is_empty() {
+        match rustix::io::pwrite(fd, bytes, offset) {
+            Ok(0) => return Err(Errno::IO),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                offset += n as u64;
             }
             Err(Errno::INTR) => {}
             Err(e) => return Err(e),

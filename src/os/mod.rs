@@ -16,5 +16,6 @@ pub mod log;
 pub mod personality;
 pub mod procfs;
 pub mod program;
+pub mod region;
 pub mod sys;
 pub mod tree;

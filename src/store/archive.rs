@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use rustix::fs::{Mode, OFlags, Timestamps};
 use rustix::io::{Errno, Result};
 
-use crate::os::copy::copy;
+use crate::os::copy::{copy, read_at};
 use crate::os::decimal;
 
 pub const BLOCK: usize = 512;
@@ -121,11 +121,22 @@ pub struct Member {
     pub kind: Kind,
     pub mode: u32,
     pub mtime: i64,
+    /// The bytes of its data in the archive.
     pub size: u64,
     /// Where its data starts in the archive.
     pub offset: u64,
     pub link: PathBuf,
+    /// A compressed file's size once expanded (see `pack`); none for a
+    /// file stored as it is.
+    pub compressed: Option<u64>,
 }
+
+/// The pax records of a compressed member: the codec, and the size once
+/// expanded (vendor keywords: GNU tar says it ignores them, and extracts
+/// the compressed bytes).
+pub const CODEC: &[u8] = b"CKPTRUN.codec";
+pub const CODEC_ZSTD: &[u8] = b"zstd";
+pub const RAW_SIZE: &[u8] = b"CKPTRUN.size";
 
 fn checksum_ok(h: &[u8; BLOCK]) -> bool {
     let stored = parse_octal(&h[148..156]);
@@ -205,11 +216,13 @@ fn walk(
         size: 0,
         offset: 0,
         link: PathBuf::new(),
+        compressed: None,
     };
     let mut pax = Pax {
         path: None,
         link: None,
         size: None,
+        compressed: None,
     };
     loop {
         let mut h = [0u8; BLOCK];
@@ -275,6 +288,8 @@ struct Pax {
     path: Option<PathBuf>,
     link: Option<PathBuf>,
     size: Option<u64>,
+    /// CKPTRUN.size, with CKPTRUN.codec=zstd.
+    compressed: Option<u64>,
 }
 
 impl Pax {
@@ -287,7 +302,7 @@ impl Pax {
         let mut records = [0u8; PAX_MAX];
         let records = &mut records[..size as usize];
         read_at(archive, records, data)?;
-        parse_pax(records, &mut self.path, &mut self.link, &mut self.size)
+        parse_pax(records, self)
     }
 }
 
@@ -317,6 +332,10 @@ fn fill(
     };
     member.size = size;
     pax.size = None;
+    member.compressed = pax.compressed.take();
+    if member.compressed.is_some() && member.kind != Kind::File {
+        return Err(Bad::Malformed);
+    }
     member.mode = parse_octal(&h[100..108]).ok_or(Bad::Malformed)? as u32 & 0o7777;
     member.mtime = parse_octal(&h[136..148]).unwrap_or(0) as i64;
     member.offset = data;
@@ -359,12 +378,9 @@ fn ustar_name(h: &[u8; BLOCK]) -> core::result::Result<PathBuf, Bad> {
     Ok(p)
 }
 
-fn parse_pax(
-    mut records: &[u8],
-    path: &mut Option<PathBuf>,
-    link: &mut Option<PathBuf>,
-    size: &mut Option<u64>,
-) -> core::result::Result<(), Bad> {
+fn parse_pax(mut records: &[u8], pax: &mut Pax) -> core::result::Result<(), Bad> {
+    let mut codec = None;
+    let mut raw = None;
     while !records.is_empty() && records[0] != 0 {
         let space = records
             .iter()
@@ -378,36 +394,32 @@ fn parse_pax(
         let eq = body.iter().position(|&b| b == b'=').ok_or(Bad::Malformed)?;
         let (key, value) = (&body[..eq], &body[eq + 1..]);
         let as_path = || PathBuf::from(value).map_err(|_| Bad::Malformed);
+        let number = || decimal::parse(value).ok_or(Bad::Malformed);
         match key {
-            b"path" => *path = Some(as_path()?),
-            b"linkpath" => *link = Some(as_path()?),
-            b"size" => *size = Some(decimal::parse(value).ok_or(Bad::Malformed)?),
+            b"path" => pax.path = Some(as_path()?),
+            b"linkpath" => pax.link = Some(as_path()?),
+            b"size" => pax.size = Some(number()?),
+            CODEC => codec = Some(value),
+            RAW_SIZE => raw = Some(number()?),
             _ => {}
         }
         records = &records[len..];
     }
-    Ok(())
-}
-
-/// Reads exactly `buf.len()` bytes at `offset`.
-pub fn read_at(fd: BorrowedFd, buf: &mut [u8], offset: u64) -> Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match rustix::io::pread(fd, &mut buf[done..], offset + done as u64) {
-            Ok(0) => return Err(Errno::IO),
-            Ok(n) => done += n,
-            Err(Errno::INTR) => {}
-            Err(e) => return Err(e),
-        }
-    }
+    pax.compressed = match (codec, raw) {
+        (None, None) => None,
+        (Some(CODEC_ZSTD), Some(raw)) => Some(raw),
+        // A codec this ckptrun does not know, or half a description.
+        _ => return Err(Bad::Malformed),
+    };
     Ok(())
 }
 
 /// Creates `member` as `to` in `dir` (`to` may hold `/`s: its parents
-/// must exist). A file's data is copied from `archive` in the kernel and
-/// not fsync'd: working copies are rebuilt from the store before every
-/// start, so a crash cannot leave one that is used. A directory is made
-/// writable by its owner, so that what it holds can be created.
+/// must exist). A file's data is copied from `archive` in the kernel, or
+/// expanded by a child (see `pack`), and not fsync'd: working copies are
+/// rebuilt from the store before every start, so a crash cannot leave one
+/// that is used. A directory is made writable by its owner, so that what
+/// it holds can be created.
 pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr) -> Result<()> {
     let mode = Mode::from_raw_mode(member.mode);
     match member.kind {
@@ -420,7 +432,14 @@ pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr)
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
                 mode,
             )?;
-            copy(archive, Some(member.offset), out.as_fd(), member.size)?;
+            match member.compressed {
+                None => copy(archive, Some(member.offset), out.as_fd(), member.size)?,
+                Some(raw) => {
+                    let data = (member.offset, member.size, raw);
+                    crate::store::pack::expand(archive, data, Some(out.as_fd()))
+                        .ok_or(Errno::IO)?;
+                }
+            }
             let when = rustix::fs::Timespec {
                 tv_sec: member.mtime as _,
                 tv_nsec: 0,

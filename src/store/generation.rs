@@ -2,7 +2,7 @@
 //! archive, `key value` lines saying what it is:
 //!
 //! ```text
-//! ckptrun store 2
+//! ckptrun store 3
 //! generation 7
 //! mode self
 //! ```
@@ -66,7 +66,7 @@ impl Description {
         let mut digits = [0u8; 20];
         let number = decimal::write(&mut digits, g);
         for part in [
-            &b"ckptrun store 2\ngeneration "[..],
+            &b"ckptrun store 3\ngeneration "[..],
             number,
             b"\nmode ",
             tag.name.as_bytes(),
@@ -143,7 +143,7 @@ pub fn read_meta(file: BorrowedFd) -> Result<Option<Meta>, Bad> {
                 return Err(Bad::Malformed);
             }
             meta.len = m.size as usize;
-            archive::read_at(file, &mut meta.buf[..meta.len], m.offset)?;
+            crate::os::copy::read_at(file, &mut meta.buf[..meta.len], m.offset)?;
         }
         Ok(true)
     })?;
@@ -186,6 +186,6 @@ mod tests {
             owner: |_| None,
         };
         let d = Description::new(12, &tag).unwrap();
-        assert_eq!(&*d, b"ckptrun store 2\ngeneration 12\nmode self\n");
+        assert_eq!(&*d, b"ckptrun store 3\ngeneration 12\nmode self\n");
     }
 }

@@ -26,15 +26,12 @@
 use std::os::fd::BorrowedFd;
 
 use rustix::io::{Errno, Result};
-use xxhash_rust::xxh3::Xxh3Default;
 
 use crate::store::archive::{Bad, Kind, Member, PATH_MAX, PathBuf, each_member};
+use crate::store::hash::hash_at;
 
 /// The manifest's member name.
 pub const NAME: &[u8] = b".ckptrun.xxh3";
-
-/// How much data is hashed at a time, through a buffer on the stack.
-const CHUNK: usize = 128 * 1024;
 
 /// One manifest line, on the stack.
 pub struct Line(heapless::Vec<u8, { 2 * PATH_MAX + 64 }>);
@@ -73,43 +70,19 @@ impl Line {
     }
 }
 
-/// A running XXH3 of a member's data.
-pub struct Hash(Xxh3Default);
-
-impl Hash {
-    pub fn new() -> Self {
-        Self(Xxh3Default::new())
-    }
-
-    pub fn update(&mut self, data: &[u8]) {
-        self.0.update(data);
-    }
-
-    pub fn digest(&self) -> u64 {
-        self.0.digest()
-    }
-}
-
-/// The XXH3 of `len` bytes of `file` at `offset`.
+/// The line `member` of `archive` should have in the manifest (a
+/// compressed file's hash is its raw bytes', expanded by a child: see
+/// `pack`); none when a compressed file does not expand.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
-pub fn hash_at(file: BorrowedFd, offset: u64, len: u64) -> Result<u64> {
-    let mut hash = Hash::new();
-    let mut buf = [0u8; CHUNK];
-    let mut done = 0u64;
-    while done < len {
-        let want = (len - done).min(CHUNK as u64) as usize;
-        crate::store::archive::read_at(file, &mut buf[..want], offset + done)?;
-        hash.update(&buf[..want]);
-        done += want as u64;
-    }
-    Ok(hash.digest())
-}
-
-/// The line `member` of `archive` should have in the manifest.
-#[inline(never)] // A large frame: see how-it-works.md, "Memory".
-pub fn line_of(archive: BorrowedFd, member: &Member) -> Result<Line> {
-    let hash = match member.kind {
-        Kind::File => hash_at(archive, member.offset, member.size)?,
+pub fn line_of(archive: BorrowedFd, member: &Member) -> Result<Option<Line>> {
+    let hash = match (member.kind, member.compressed) {
+        (Kind::File, None) => hash_at(archive, member.offset, member.size)?,
+        (Kind::File, Some(raw)) => {
+            match crate::store::pack::expand(archive, (member.offset, member.size, raw), None) {
+                Some(hash) => hash,
+                None => return Ok(None),
+            }
+        }
         _ => 0,
     };
     Line::new(
@@ -118,6 +91,7 @@ pub fn line_of(archive: BorrowedFd, member: &Member) -> Result<Line> {
         member.link.as_bytes(),
         hash,
     )
+    .map(Some)
 }
 
 /// What checking an archive against its manifest found.
@@ -152,12 +126,15 @@ pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
         if m.offset == sums && m.path.as_bytes() == NAME {
             return Ok(false);
         }
-        let line = line_of(archive, m)?;
+        let Some(line) = line_of(archive, m)? else {
+            bad = Some(m.path.clone());
+            return Ok(false);
+        };
         let line = line.bytes();
         let len = line.len() as u64;
         let fits = at + len <= sums_len;
         if fits {
-            crate::store::archive::read_at(archive, &mut listed[..line.len()], sums + at)?;
+            crate::os::copy::read_at(archive, &mut listed[..line.len()], sums + at)?;
         }
         if !fits || &listed[..line.len()] != line {
             bad = Some(m.path.clone());
@@ -176,6 +153,7 @@ pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::hash::Hash;
 
     #[test]
     fn a_file_line_is_xxhsums() {

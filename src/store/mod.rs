@@ -34,8 +34,10 @@
 pub mod archive;
 pub mod commit;
 pub mod generation;
+pub mod hash;
 pub mod kept;
 pub mod manifest;
+pub mod pack;
 pub mod restore;
 pub mod scratch;
 pub mod slots;

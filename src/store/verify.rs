@@ -140,16 +140,16 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
         return (check(file, meta), Ok(()));
     }
     let beside = Beside::start(|| {
-        Some(match check(file, meta) {
+        Some([match check(file, meta) {
             Check::Intact => 0,
             Check::Unverified => 1,
             Check::Damaged(_) => 2,
-        })
+        }])
     });
     let prepared = restore.prepare(file, meta);
     let verdict = match beside.and_then(Beside::result) {
-        Some(0) => Check::Intact,
-        Some(1) => Check::Unverified,
+        Some([0]) => Check::Intact,
+        Some([1]) => Check::Unverified,
         // Damaged (why is found again here), or no verdict.
         _ => check(file, meta),
     };

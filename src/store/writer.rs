@@ -1,7 +1,8 @@
 //! Writes a generation's archive (see `archive` for the format), front
 //! to back, with its manifest (see `manifest`) as the last member: the
-//! one room that needs both. Each file's data is copied in the kernel
-//! and checksummed by a child process beside the copy.
+//! one room that needs both. Each file's data is compressed where it
+//! pays (see `pack`), or else copied in the kernel and checksummed by a
+//! child process beside the copy.
 
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
@@ -14,8 +15,10 @@ use crate::os::beside::Beside;
 use crate::os::copy::{STRETCH, copy};
 use crate::os::decimal;
 use crate::os::tree;
-use crate::store::archive::{ALIGN, BLOCK, Kind, PATH_MAX, PAX_MAX, PathBuf};
-use crate::store::manifest;
+use crate::store::archive::{
+    ALIGN, BLOCK, CODEC, CODEC_ZSTD, Kind, PATH_MAX, PAX_MAX, PathBuf, RAW_SIZE,
+};
+use crate::store::{manifest, pack};
 
 /// Writes an archive, front to back, into a file opened for writing,
 /// and its manifest (see `manifest`) into `sums`, an empty file opened
@@ -23,15 +26,19 @@ use crate::store::manifest;
 pub struct Writer<'a> {
     out: BorrowedFd<'a>,
     sums: BorrowedFd<'a>,
+    /// Where a file is compressed before it goes in (see `pack`).
+    packed: BorrowedFd<'a>,
     /// Bytes written so far.
     offset: u64,
 }
 
 impl<'a> Writer<'a> {
-    pub fn new(out: BorrowedFd<'a>, sums: BorrowedFd<'a>) -> Self {
+    /// `sums` and `packed`: empty files opened for reading and writing.
+    pub fn new(out: BorrowedFd<'a>, sums: BorrowedFd<'a>, packed: BorrowedFd<'a>) -> Self {
         Self {
             out,
             sums,
+            packed,
             offset: 0,
         }
     }
@@ -51,9 +58,13 @@ impl<'a> Writer<'a> {
     /// A regular file holding `data`, dated now.
     pub fn bytes(&mut self, path: &[u8], mode: u32, data: &[u8]) -> Result<()> {
         let now = crate::os::sys::realtime().0;
-        self.header(path, Kind::File, mode, now, data.len() as u64, b"")?;
+        let size = data.len() as u64;
+        self.header(&Entry {
+            size,
+            ..Entry::new(path, Kind::File, mode, now)
+        })?;
         self.write(data)?;
-        let mut hash = manifest::Hash::new();
+        let mut hash = crate::store::hash::Hash::new();
         hash.update(data);
         self.sum(Kind::File, path, b"", hash.digest())?;
         self.pad(data.len() as u64)
@@ -79,24 +90,25 @@ impl<'a> Writer<'a> {
         match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => {
                 let file = rustix::fs::openat(dir, name, tree::read_flags(), Mode::empty())?;
-                let len = rustix::fs::fstat(&file)?.st_size as u64;
-                self.header(at.as_bytes(), Kind::File, mode, mtime, len, b"")?;
-                let hash = store_hashed(file.as_fd(), self.out, self.offset, len)?;
-                self.offset += len;
-                self.sum(Kind::File, at.as_bytes(), b"", hash)?;
-                self.pad(len)
+                self.file(
+                    file.as_fd(),
+                    &Entry::new(at.as_bytes(), Kind::File, mode, mtime),
+                )
             }
             FileType::Symlink => {
                 let mut buf = [MaybeUninit::uninit(); PATH_MAX + 1];
                 let (target, _) = rustix::fs::readlinkat_raw(dir, name, &mut buf)?;
-                self.header(at.as_bytes(), Kind::Symlink, mode, mtime, 0, target)?;
+                self.header(&Entry {
+                    link: target,
+                    ..Entry::new(at.as_bytes(), Kind::Symlink, mode, mtime)
+                })?;
                 self.sum(Kind::Symlink, at.as_bytes(), target, 0)
             }
             FileType::Directory => {
                 if depth >= tree::MAX_DEPTH {
                     return Err(Errno::LOOP);
                 }
-                self.header(at.as_bytes(), Kind::Dir, mode, mtime, 0, b"")?;
+                self.header(&Entry::new(at.as_bytes(), Kind::Dir, mode, mtime))?;
                 self.sum(Kind::Dir, at.as_bytes(), b"", 0)?;
                 tree::each_entry(dir, name, depth, |d, child| {
                     let back = at.join(child.to_bytes())?;
@@ -111,27 +123,59 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// A regular file `file` as the member `entry` says: compressed where
+    /// it pays (see `pack`), else as it is.
+    fn file(&mut self, file: BorrowedFd, entry: &Entry) -> Result<()> {
+        let len = rustix::fs::fstat(file)?.st_size as u64;
+        let (stored, hash) = match pack::compress(file, len, self.packed) {
+            pack::Packed::Compressed { len: stored, hash } => {
+                let compressed = Some(len);
+                self.header(&Entry {
+                    size: stored,
+                    compressed,
+                    ..*entry
+                })?;
+                copy(self.packed, Some(0), self.out, stored)?;
+                (stored, hash)
+            }
+            pack::Packed::AsItIs => {
+                self.header(&Entry {
+                    size: len,
+                    ..*entry
+                })?;
+                (len, store_hashed(file, self.out, self.offset, len)?)
+            }
+        };
+        self.offset += stored;
+        self.sum(Kind::File, entry.path, b"", hash)?;
+        self.pad(stored)
+    }
+
     /// The manifest, as the last member, then the end-of-archive
     /// marker: two zero blocks.
     pub fn finish(mut self) -> Result<()> {
         let len = rustix::fs::fstat(self.sums)?.st_size as u64;
         let now = crate::os::sys::realtime().0;
-        self.header(manifest::NAME, Kind::File, 0o644, now, len, b"")?;
+        self.header(&Entry {
+            size: len,
+            ..Entry::new(manifest::NAME, Kind::File, 0o644, now)
+        })?;
         copy(self.sums, Some(0), self.out, len)?;
         self.offset += len;
         self.pad(len)?;
         self.write(&[0; 2 * BLOCK])
     }
 
-    fn header(
-        &mut self,
-        path: &[u8],
-        kind: Kind,
-        mode: u32,
-        mtime: i64,
-        size: u64,
-        link: &[u8],
-    ) -> Result<()> {
+    fn header(&mut self, entry: &Entry) -> Result<()> {
+        let Entry {
+            path,
+            kind,
+            mode,
+            mtime,
+            size,
+            link,
+            compressed,
+        } = *entry;
         // A directory's name ends in `/`, as tar writes it.
         let mut name = PathBuf::from(path)?;
         if kind == Kind::Dir {
@@ -146,8 +190,15 @@ impl<'a> Writer<'a> {
             let misaligned = (self.offset + BLOCK as u64) % ALIGN;
             (((ALIGN - misaligned) % ALIGN) / BLOCK as u64) as usize
         });
-        if short.is_none() || link.len() > 100 || big || align.is_some_and(|n| n != 0) {
-            self.pax(name, link, size, align)?;
+        let needs_pax = short.is_none() || link.len() > 100 || big || compressed.is_some();
+        if needs_pax || align.is_some_and(|n| n != 0) {
+            self.pax(
+                &Entry {
+                    path: name,
+                    ..*entry
+                },
+                align,
+            )?;
         }
         let (prefix, short) = match short {
             Some(short) => (prefix, short),
@@ -171,23 +222,25 @@ impl<'a> Writer<'a> {
         self.write(&h.block())
     }
 
-    /// A pax extended header giving `path` and, where needed, the link
-    /// target and the size; with `blocks`, that many blocks long in all
-    /// (mod 8), padded with a `comment` record.
-    fn pax(&mut self, path: &[u8], link: &[u8], size: u64, blocks: Option<usize>) -> Result<()> {
+    /// A pax extended header giving the entry's path and, where needed,
+    /// the link target, the size and what a compressed file expands to;
+    /// with `blocks`, that many blocks long in all (mod 8), padded with a
+    /// `comment` record.
+    fn pax(&mut self, entry: &Entry, blocks: Option<usize>) -> Result<()> {
         let mut records = [0u8; PAX_MAX];
-        let mut len = record(&mut records, 0, b"path", path)?;
-        if link.len() > 100 {
-            len = record(&mut records, len, b"linkpath", link)?;
+        let mut len = record(&mut records, 0, b"path", entry.path)?;
+        if entry.link.len() > 100 {
+            len = record(&mut records, len, b"linkpath", entry.link)?;
         }
-        if size >= 0o777_7777_7777 {
-            let mut digits = [0u8; 20];
-            len = record(
-                &mut records,
-                len,
-                b"size",
-                decimal::write(&mut digits, size),
-            )?;
+        let mut digits = [0u8; 20];
+        if entry.size >= 0o777_7777_7777 {
+            let size = decimal::write(&mut digits, entry.size);
+            len = record(&mut records, len, b"size", size)?;
+        }
+        if let Some(raw) = entry.compressed {
+            len = record(&mut records, len, CODEC, CODEC_ZSTD)?;
+            let raw = decimal::write(&mut digits, raw);
+            len = record(&mut records, len, RAW_SIZE, raw)?;
         }
         if let Some(blocks) = blocks {
             // The records must take blocks - 1 blocks, modulo 8: fill
@@ -216,6 +269,34 @@ impl<'a> Writer<'a> {
     fn pad(&mut self, len: u64) -> Result<()> {
         let rest = (BLOCK - (len % BLOCK as u64) as usize) % BLOCK;
         self.write(&[0; BLOCK][..rest])
+    }
+}
+
+/// What a member's header says.
+#[derive(Clone, Copy)]
+struct Entry<'a> {
+    path: &'a [u8],
+    kind: Kind,
+    mode: u32,
+    mtime: i64,
+    /// Its data's bytes in the archive.
+    size: u64,
+    link: &'a [u8],
+    /// A compressed file's raw size.
+    compressed: Option<u64>,
+}
+
+impl<'a> Entry<'a> {
+    fn new(path: &'a [u8], kind: Kind, mode: u32, mtime: i64) -> Self {
+        Self {
+            path,
+            kind,
+            mode,
+            mtime,
+            size: 0,
+            link: b"",
+            compressed: None,
+        }
     }
 }
 
@@ -345,7 +426,7 @@ const BESIDE_MIN: u64 = 1 << 20;
 /// starts once it is copied, so the commit's fsync overlaps the copying.
 fn store_hashed(from: BorrowedFd, into: BorrowedFd, at: u64, len: u64) -> Result<u64> {
     let beside = if len >= BESIDE_MIN {
-        Beside::start(|| manifest::hash_at(from, 0, len).ok())
+        Beside::start(|| crate::store::hash::hash_at(from, 0, len).ok().map(|h| [h]))
     } else {
         None
     };
@@ -357,8 +438,8 @@ fn store_hashed(from: BorrowedFd, into: BorrowedFd, at: u64, len: u64) -> Result
         done += stretch;
     }
     match beside.and_then(Beside::result) {
-        Some(hash) => Ok(hash),
-        None => manifest::hash_at(from, 0, len),
+        Some([hash]) => Ok(hash),
+        None => crate::store::hash::hash_at(from, 0, len),
     }
 }
 
@@ -384,14 +465,17 @@ mod tests {
 
     fn write(archive: &Path, f: impl FnOnce(&mut Writer) -> Result<()>) {
         let out = std::fs::File::create(archive).unwrap();
-        let sums = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(archive.with_extension("sums"))
-            .unwrap();
-        let mut w = Writer::new(out.as_fd(), sums.as_fd());
+        let scratch = |ext| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(archive.with_extension(ext))
+                .unwrap()
+        };
+        let (sums, packed) = (scratch("sums"), scratch("packed"));
+        let mut w = Writer::new(out.as_fd(), sums.as_fd(), packed.as_fd());
         f(&mut w).unwrap();
         w.finish().unwrap();
     }
@@ -407,13 +491,29 @@ mod tests {
         found
     }
 
+    /// Bytes no codec shrinks.
+    fn noise(n: usize) -> Vec<u8> {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
     #[test]
     fn a_tree_round_trips_and_gnu_tar_reads_it() {
         let dir = scratch("tree");
         let src = dir.join("src");
         let long = "d".repeat(120);
         std::fs::create_dir_all(src.join("sub").join(&long)).unwrap();
-        std::fs::write(src.join("a"), vec![7u8; 200_001]).unwrap();
+        let a = noise(200_001);
+        std::fs::write(src.join("a"), &a).unwrap();
+        let text = "step,alpha,0.125\n".repeat(20_000);
+        std::fs::write(src.join("text"), &text).unwrap();
         std::fs::write(src.join("sub").join(&long).join("b".repeat(150)), b"bee").unwrap();
         std::os::unix::fs::symlink("../a", src.join("sub/link")).unwrap();
         let archive = dir.join("gen.tar");
@@ -441,6 +541,8 @@ mod tests {
         .unwrap();
         assert_eq!(found[1], ("state".into(), Kind::Dir, 0));
         assert!(found.contains(&("state/a".into(), Kind::File, 200_001)));
+        let (_, _, stored) = found.iter().find(|m| m.0 == "state/text").unwrap();
+        assert!(*stored < text.len() as u64 / 10, "compressed: {stored}");
         let deep = format!("state/sub/{long}/{}", "b".repeat(150));
         assert!(found.contains(&(deep.clone(), Kind::File, 3)), "{found:?}");
 
@@ -455,10 +557,16 @@ mod tests {
             .status()
             .unwrap();
         assert!(tar.success());
-        assert_eq!(
-            std::fs::read(out.join("state/a")).unwrap(),
-            vec![7u8; 200_001]
-        );
+        assert_eq!(std::fs::read(out.join("state/a")).unwrap(), a);
+        // A compressed member is a zstd stream, as `zstd -d` reads it.
+        let zstd = std::process::Command::new("zstd")
+            .arg("-dc")
+            .arg(out.join("state/text"))
+            .output();
+        match zstd {
+            Ok(z) => assert!(z.status.success() && z.stdout == text.as_bytes()),
+            Err(_) => assert!(std::env::var_os("CI").is_none(), "no zstd, and CI is set"),
+        }
         assert_eq!(std::fs::read(out.join(&deep)).unwrap(), b"bee");
         assert_eq!(
             std::fs::read_link(out.join("state/sub/link")).unwrap(),
@@ -475,9 +583,10 @@ mod tests {
             Ok(true)
         })
         .unwrap();
+        assert_eq!(std::fs::read(into.join("state/a")).unwrap(), a);
         assert_eq!(
-            std::fs::read(into.join("state/a")).unwrap(),
-            vec![7u8; 200_001]
+            std::fs::read(into.join("state/text")).unwrap(),
+            text.as_bytes()
         );
         assert_eq!(std::fs::read(into.join(&deep)).unwrap(), b"bee");
         std::fs::remove_dir_all(&dir).unwrap();

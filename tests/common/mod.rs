@@ -765,7 +765,9 @@ pub fn top_slots(dir: &Path, name: &str) -> Vec<PathBuf> {
     found
 }
 
-/// A member of a generation's archive, read by GNU tar (not ckptrun).
+/// A member of a generation's archive, read by GNU tar (not ckptrun),
+/// and by `zstd -dc` if it is stored compressed (a zstd stream), as a
+/// user reads it by hand (docs/store.md).
 pub fn tar_member(archive: &Path, member: &str) -> Option<Vec<u8>> {
     let out = Command::new("tar")
         .arg("-xOf")
@@ -774,7 +776,23 @@ pub fn tar_member(archive: &Path, member: &str) -> Option<Vec<u8>> {
         .stderr(Stdio::null())
         .output()
         .unwrap();
-    out.status.success().then_some(out.stdout)
+    if !out.status.success() {
+        return None;
+    }
+    if !out.stdout.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        return Some(out.stdout);
+    }
+    let mut zstd = Command::new("zstd")
+        .arg("-dc")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("zstd (scripts/setup.sh installs it)");
+    let mut input = zstd.stdin.take().unwrap();
+    let feed = std::thread::spawn(move || std::io::Write::write_all(&mut input, &out.stdout));
+    let expanded = zstd.wait_with_output().unwrap();
+    feed.join().unwrap().unwrap();
+    expanded.status.success().then_some(expanded.stdout)
 }
 
 /// The generation number a slot file holds (None: empty or not whole).

@@ -153,7 +153,7 @@ impl CkptFile {
     fn sum_line(&self) -> rustix::io::Result<crate::store::manifest::Line> {
         let file = rustix::fs::open(&self.c_path, crate::os::tree::read_flags(), Mode::empty())?;
         let len = rustix::fs::fstat(&file)?.st_size as u64;
-        let hash = crate::store::manifest::hash_at(file.as_fd(), 0, len)?;
+        let hash = crate::store::hash::hash_at(file.as_fd(), 0, len)?;
         let name = Path::new(OsStr::from_bytes(self.c_path.as_bytes()));
         let name = name.file_name().map_or(&[][..], OsStr::as_bytes);
         crate::store::manifest::Line::new(crate::store::archive::Kind::File, name, b"", hash)

@@ -1,0 +1,160 @@
+//! A file's data compressed into a member, and expanded again, where it
+//! pays: each CHUNK of the file one zstd frame (see the `ckptrun-codec`
+//! crate), so that a compressed member is a `.zst` stream any zstd reads
+//! (`tar -xOf NAME.1 state | zstd -dc`).
+//!
+//! - Only where it pays: a sample of the file (SAMPLES pieces of SAMPLE
+//!   bytes, spread over it) must shrink by a tenth; otherwise the file is
+//!   stored as it is (copied in the kernel: see `writer`), so an
+//!   incompressible state moves no more than raw, and costs no more to
+//!   commit than a copy.
+//! - The checksum (XXH3) is over the raw bytes, what the job wrote and
+//!   will get back: computed as they are compressed, and again as they
+//!   are expanded by every check. A damaged compressed member either
+//!   fails to decode or decodes to bytes whose checksum differs: it is
+//!   never restored.
+//! - Both run in a child beside ckptrun (`Beside`), with working memory
+//!   of its own (`Region`, some 3 MiB): the supervising process's memory
+//!   is not touched, and nothing is allocated on the heap.
+
+use std::os::fd::BorrowedFd;
+
+use ckptrun_codec::{BLOCK, bound, decode, encode};
+
+use crate::os::beside::Beside;
+use crate::os::copy::{read_at, write_at};
+use crate::os::region::Region;
+use crate::store::hash::Hash;
+
+/// The raw bytes of one frame.
+const CHUNK: usize = 1 << 20;
+/// Below this a file is stored as it is: a child's start costs more than
+/// compressing it could save.
+pub const MIN: u64 = 64 << 10;
+/// The sample: SAMPLES pieces of SAMPLE bytes.
+const SAMPLE: usize = 64 << 10;
+const SAMPLES: u64 = 4;
+
+/// How a file goes into a generation.
+pub enum Packed {
+    /// As zstd frames, `len` bytes of them; `hash` is the raw bytes'.
+    Compressed { len: u64, hash: u64 },
+    /// As it is: compressing it would not pay.
+    AsItIs,
+}
+
+/// Compresses the first `len` bytes of `from` into `into`, from its
+/// start, in a child: what it made. `AsItIs` also when no child could do
+/// it (the caller then stores the file as it is).
+pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd) -> Packed {
+    if len < MIN {
+        return Packed::AsItIs;
+    }
+    let child = Beside::<3>::start(|| {
+        Some(match compress_here(from, len, into) {
+            Some((len, hash)) => [1, len, hash],
+            None => [0, 0, 0],
+        })
+    });
+    match child.and_then(Beside::result) {
+        Some([1, len, hash]) => Packed::Compressed { len, hash },
+        _ => Packed::AsItIs,
+    }
+}
+
+/// `compress`'s child: the compressed length and the raw bytes' hash;
+/// none if it does not pay, or fails.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+fn compress_here(from: BorrowedFd, len: u64, into: BorrowedFd) -> Option<(u64, u64)> {
+    let words = 4 * (encode::TABLE + encode::SEQS);
+    let region = Region::map(words + BLOCK + CHUNK + bound(CHUNK) + 64).ok()?;
+    let mut encoder = encode::Encoder::new(encode::Work {
+        table: region.carve(encode::TABLE)?,
+        lits: region.carve(BLOCK)?,
+        seqs: region.carve(encode::SEQS)?,
+    });
+    let raw = region.carve::<u8>(CHUNK)?;
+    let out = region.carve::<u8>(bound(CHUNK))?;
+    if !pays(&mut encoder, from, len, raw, out)? {
+        return None;
+    }
+    let mut hash = Hash::new();
+    let (mut done, mut written) = (0u64, 0u64);
+    while done < len {
+        let n = (len - done).min(CHUNK as u64) as usize;
+        read_at(from, &mut raw[..n], done).ok()?;
+        hash.update(&raw[..n]);
+        let framed = encoder.frame(&raw[..n], out)?;
+        write_at(into, &out[..framed], written).ok()?;
+        done += n as u64;
+        written += framed as u64;
+    }
+    Some((written, hash.digest()))
+}
+
+/// Whether the sample of `from` shrinks by a tenth.
+fn pays(
+    encoder: &mut encode::Encoder,
+    from: BorrowedFd,
+    len: u64,
+    raw: &mut [u8],
+    out: &mut [u8],
+) -> Option<bool> {
+    let (mut sampled, mut framed) = (0u64, 0u64);
+    for i in 0..SAMPLES {
+        let at = (len * i / SAMPLES).min(len.saturating_sub(SAMPLE as u64));
+        let n = (len - at).min(SAMPLE as u64) as usize;
+        read_at(from, &mut raw[..n], at).ok()?;
+        framed += encoder.frame(&raw[..n], out)? as u64;
+        sampled += n as u64;
+    }
+    Some(framed * 10 <= sampled * 9)
+}
+
+/// Expands the frames of a compressed member (`stored` bytes at `offset`
+/// in `archive`, `raw` bytes once expanded), in a child; writes them
+/// into `into` (from its start) if given. The raw bytes' hash; none if
+/// the frames are not what the member says they are (damaged), or no
+/// child could expand them.
+pub fn expand(
+    archive: BorrowedFd,
+    (offset, stored, raw): (u64, u64, u64),
+    into: Option<BorrowedFd>,
+) -> Option<u64> {
+    let child =
+        Beside::<1>::start(|| expand_here(archive, (offset, stored, raw), into).map(|h| [h]));
+    child.and_then(Beside::result).map(|[hash]| hash)
+}
+
+/// `expand`'s child.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+fn expand_here(
+    archive: BorrowedFd,
+    (offset, stored, raw): (u64, u64, u64),
+    into: Option<BorrowedFd>,
+) -> Option<u64> {
+    let region = Region::map(BLOCK + CHUNK + bound(CHUNK) + 64).ok()?;
+    let mut decoder = decode::Decoder::new(decode::Work {
+        lits: region.carve(BLOCK)?,
+    });
+    let chunk = region.carve::<u8>(CHUNK)?;
+    let window = region.carve::<u8>(bound(CHUNK))?;
+    let mut hash = Hash::new();
+    let (mut read, mut made) = (0u64, 0u64);
+    while made < raw {
+        let want = (stored - read).min(window.len() as u64) as usize;
+        read_at(archive, &mut window[..want], offset + read).ok()?;
+        let n = decode::content_size(&window[..want]).filter(|&n| n <= CHUNK)?;
+        if made + n as u64 > raw {
+            return None;
+        }
+        let used = decoder.frame(&window[..want], &mut chunk[..n])?;
+        hash.update(&chunk[..n]);
+        if let Some(into) = into {
+            write_at(into, &chunk[..n], made).ok()?;
+        }
+        read += used as u64;
+        made += n as u64;
+    }
+    (read == stored).then(|| hash.digest())
+}
