@@ -40,4 +40,22 @@ fn main() {
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
     println!("cargo:rerun-if-changed=build.rs");
+    place_the_codec_apart();
+}
+
+/// The codec (compression and expansion: `ckptrun-codec`, and
+/// `store::pack`'s children) runs only in children, never in the process
+/// that supervises the job. The kernel maps a file's pages 64 KiB at a
+/// time around each one a process touches ("fault-around"), but never
+/// across a mapping's end: so the codec goes in a load segment of its own,
+/// two pages past the rest of the code (no bytes added to the file), and
+/// the supervisor, which never runs it, never maps it (docs/how-it-works.md,
+/// "Memory"). GNU ld reads this script before its default one; INSERT
+/// keeps the default layout for everything else.
+fn place_the_codec_apart() {
+    let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    let script = std::path::Path::new(&out).join("codec.ld");
+    let text = "SECTIONS\n{\n  .text.codec (. + 0x2000) : { *(.text.codec .text.*ckptrun_codec* .rodata.*ckptrun_codec*) }\n}\nINSERT AFTER .fini;\n";
+    std::fs::write(&script, text).expect("write the codec's linker script");
+    println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
 }

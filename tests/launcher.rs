@@ -672,11 +672,12 @@ fn running_out_of_memory_in_the_shipped_builds_is_one_line() {
 }
 
 #[test]
-fn the_shipped_builds_stay_within_224_kib() {
-    // The size target of issue 12 (BENCHMARKS.md): stripped, static.
+fn the_shipped_builds_stay_within_256_kib() {
+    // The size budget (issues 12 and 25, BENCHMARKS.md): stripped,
+    // static. The codec (issue 25) took the binary from 222 to 242 KiB.
     for (build, ckptrun) in every_build().into_iter().skip(1) {
         let size = std::fs::metadata(&ckptrun).unwrap().len();
-        assert!(size <= 224 * 1024, "{build}: {size} bytes");
+        assert!(size <= 256 * 1024, "{build}: {size} bytes");
     }
 }
 
@@ -723,7 +724,9 @@ fn the_shipped_builds_supervise_in_at_most_252_kb() {
         // of code, all of it resident (the kernel maps the whole binary:
         // fault-around). Issue 18 (in-place restarts, the checksums and
         // the freeing beside the copy) added 9.0 KB more, and moved the
-        // data segment across a page. Measured so: 248 kB on both.
+        // data segment across a page. Measured so: 248 kB on both. The
+        // codec (issue 25, 19 KB) is in a segment of its own that the
+        // supervisor never runs, so never maps (build.rs): 252 kB on both.
         let limit = 252;
         assert!(peak <= limit, "{build}: VmHWM {peak} kB");
     }

@@ -6,11 +6,11 @@
 
 use crate::{BLOCK, LL_BITS, LL_NORM, MAGIC, ML_BITS, ML_NORM, OF_NORM, highbit};
 
-const LL_BASE: [u32; 36] = [
+static LL_BASE: [u32; 36] = [
     0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64,
     128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536,
 ];
-const ML_BASE: [u32; 53] = [
+static ML_BASE: [u32; 53] = [
     3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
     28, 29, 30, 31, 32, 33, 34, 35, 37, 39, 41, 43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027,
     2051, 4099, 8195, 16387, 32771, 65539,
@@ -170,6 +170,7 @@ impl<'a> Decoder<'a> {
     /// must be the frame's content size (see `content_size`): the bytes
     /// of `src` the frame took; `None` if it is not a frame this crate
     /// writes, or is damaged in a way the format shows.
+    #[inline(never)]
     pub fn frame(&mut self, src: &[u8], dst: &mut [u8]) -> Option<usize> {
         frame(self, src, dst)
     }

@@ -179,6 +179,7 @@ impl<'a> Encoder<'a> {
     /// `src` as one frame into `dst`: its length; `None` if it does not
     /// fit (`crate::bound(src.len())` bytes always do). `src` is at most
     /// 4 GiB.
+    #[inline(never)]
     pub fn frame(&mut self, src: &[u8], dst: &mut [u8]) -> Option<usize> {
         frame(self, src, dst)
     }
@@ -193,7 +194,7 @@ fn hash6(v: u64) -> usize {
     ((v << 16).wrapping_mul(0xCF1BBCDCB7A56463) >> (64 - HASH_LOG)) as usize
 }
 fn ll_code(ll: u32) -> usize {
-    const HI: [u8; 64] = [
+    static HI: [u8; 64] = [
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 17, 17, 18, 18, 19, 19, 20,
         20, 20, 20, 21, 21, 21, 21, 22, 22, 22, 22, 22, 22, 22, 22, 23, 23, 23, 23, 23, 23, 23, 23,
         24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24,
@@ -205,7 +206,7 @@ fn ll_code(ll: u32) -> usize {
     }
 }
 fn ml_code(mlbase: u32) -> usize {
-    const HI: [u8; 128] = [
+    static HI: [u8; 128] = [
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
         25, 26, 27, 28, 29, 30, 31, 32, 32, 33, 33, 34, 34, 35, 35, 36, 36, 36, 36, 37, 37, 37, 37,
         38, 38, 38, 38, 38, 38, 38, 38, 39, 39, 39, 39, 39, 39, 39, 39, 40, 40, 40, 40, 40, 40, 40,

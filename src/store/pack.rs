@@ -65,6 +65,7 @@ pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd) -> Packed {
 /// `compress`'s child: the compressed length and the raw bytes' hash;
 /// none if it does not pay, or fails.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
+#[unsafe(link_section = ".text.codec")] // Run by children only: see how-it-works.md, "Memory".
 fn compress_here(from: BorrowedFd, len: u64, into: BorrowedFd) -> Option<(u64, u64)> {
     let words = 4 * (encode::TABLE + encode::SEQS);
     let region = Region::map(words + BLOCK + CHUNK + bound(CHUNK) + 64).ok()?;
@@ -128,6 +129,7 @@ pub fn expand(
 
 /// `expand`'s child.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
+#[unsafe(link_section = ".text.codec")] // Run by children only: see how-it-works.md, "Memory".
 fn expand_here(
     archive: BorrowedFd,
     (offset, stored, raw): (u64, u64, u64),
