@@ -4,10 +4,15 @@
 //! (`tar -xOf NAME.1 state | zstd -dc`).
 //!
 //! - Only where it pays: a sample of the file (SAMPLES pieces of SAMPLE
-//!   bytes, spread over it) must shrink by a tenth; otherwise the file is
-//!   stored as it is (copied in the kernel: see `writer`), so an
-//!   incompressible state moves no more than raw, and costs no more to
-//!   commit than a copy.
+//!   bytes, spread over it), and then the whole file, must shrink to half
+//!   or less; otherwise the file is stored as it is (copied in the
+//!   kernel: see `writer`). So an incompressible state moves no more than
+//!   raw and costs no more to commit than a copy; and the compressed
+//!   copy the writer stages in the scratch directory plus the one in the
+//!   archive take no more room than one raw copy: a commit still needs
+//!   room for K+2 copies at most (docs/store.md, "Room").
+//! - Each frame is expanded again as it is made and compared with the
+//!   bytes it was made of, before it is written.
 //! - The checksum (XXH3) is over the raw bytes, what the job wrote and
 //!   will get back: computed as they are compressed, and again as they
 //!   are expanded by every check. A damaged compressed member either
@@ -63,18 +68,23 @@ pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd) -> Packed {
 }
 
 /// `compress`'s child: the compressed length and the raw bytes' hash;
-/// none if it does not pay, or fails.
+/// none if it does not pay, or fails, or a frame does not expand to the
+/// bytes it was made of.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
 #[unsafe(link_section = ".text.codec")] // Run by children only: see how-it-works.md, "Memory".
 fn compress_here(from: BorrowedFd, len: u64, into: BorrowedFd) -> Option<(u64, u64)> {
     let words = 4 * (encode::TABLE + encode::SEQS);
-    let region = Region::map(words + BLOCK + CHUNK + bound(CHUNK) + 64).ok()?;
+    let region = Region::map(words + 2 * (BLOCK + CHUNK) + bound(CHUNK) + 64).ok()?;
     let mut encoder = encode::Encoder::new(encode::Work {
         table: region.carve(encode::TABLE)?,
         lits: region.carve(BLOCK)?,
         seqs: region.carve(encode::SEQS)?,
     });
+    let mut decoder = decode::Decoder::new(decode::Work {
+        lits: region.carve(BLOCK)?,
+    });
     let raw = region.carve::<u8>(CHUNK)?;
+    let again = region.carve::<u8>(CHUNK)?;
     let out = region.carve::<u8>(bound(CHUNK))?;
     if !pays(&mut encoder, from, len, raw, out)? {
         return None;
@@ -86,14 +96,24 @@ fn compress_here(from: BorrowedFd, len: u64, into: BorrowedFd) -> Option<(u64, u
         read_at(from, &mut raw[..n], done).ok()?;
         hash.update(&raw[..n]);
         let framed = encoder.frame(&raw[..n], out)?;
+        // A frame that would not give back the very bytes read (a flaw
+        // in the encoder) never reaches a generation: the file is then
+        // stored as it is.
+        let back = decoder.frame(&out[..framed], &mut again[..n]);
+        if back != Some(framed) || again[..n] != raw[..n] {
+            return None;
+        }
         write_at(into, &out[..framed], written).ok()?;
         done += n as u64;
         written += framed as u64;
+        if written > len / 2 {
+            return None;
+        }
     }
     Some((written, hash.digest()))
 }
 
-/// Whether the sample of `from` shrinks by a tenth.
+/// Whether the sample of `from` shrinks to half or less.
 fn pays(
     encoder: &mut encode::Encoder,
     from: BorrowedFd,
@@ -109,7 +129,7 @@ fn pays(
         framed += encoder.frame(&raw[..n], out)? as u64;
         sampled += n as u64;
     }
-    Some(framed * 10 <= sampled * 9)
+    Some(framed * 2 <= sampled)
 }
 
 /// Expands the frames of a compressed member (`stored` bytes at `offset`

@@ -136,9 +136,12 @@ impl<'a> Writer<'a> {
                     ..*entry
                 })?;
                 copy(self.packed, Some(0), self.out, stored)?;
+                rustix::fs::ftruncate(self.packed, 0)?;
                 (stored, hash)
             }
             pack::Packed::AsItIs => {
+                // What a child left there (one that gave up) takes no room.
+                rustix::fs::ftruncate(self.packed, 0)?;
                 self.header(&Entry {
                     size: len,
                     ..*entry
