@@ -680,3 +680,66 @@ fn a_compressible_state_is_stored_compressed_checked_by_hand_and_damage_is_caugh
     run_text(0);
     assert_eq!(result(&sandbox), "done after 4 runs\n");
 }
+
+/// A job whose first run checkpoints `ref` as its state, and whose next
+/// run checks that the state it got back is `ref`, byte for byte.
+const REF_JOB: &str = r#"if [ -e state ]; then cmp -s state ref || exit 9; echo same > result; exit 0; fi
+cp ref state || exit 9
+exit 17"#;
+
+/// Commits `bytes` as the state in one sandbox, then restores it in a new
+/// one, as an eviction does: the slot files alone brought over. Returns
+/// the slot's size and the state as GNU tar (and zstd) give it back.
+fn committed_and_restored_elsewhere(name: &str, bytes: &[u8]) -> (u64, Vec<u8>) {
+    let first = Sandbox::new(&format!("{name}-1"));
+    std::fs::write(first.path("ref"), bytes).unwrap();
+    let out = run(job_of(&first, &[], REF_JOB));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let slot = slot_of(&first.dir, STORE, 1);
+    let (size, member) = (
+        std::fs::metadata(&slot).unwrap().len(),
+        tar_member(&slot, "state").unwrap(),
+    );
+    let second = Sandbox::new(&format!("{name}-2"));
+    std::fs::write(second.path("ref"), bytes).unwrap();
+    std::fs::copy(&slot, second.path(slot.file_name().unwrap())).unwrap();
+    let out = run(job_of(&second, &[], REF_JOB));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(result(&second), "same\n");
+    (size, member)
+}
+
+#[test]
+fn random_and_zero_filled_states_are_stored_as_each_pays_and_come_back_whole() {
+    // Random bytes do not compress: stored as they are (GNU tar gives
+    // them back as they were written).
+    let mut random = vec![0u8; 1 << 20];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").unwrap(),
+        &mut random,
+    )
+    .unwrap();
+    let (size, member) = committed_and_restored_elsewhere("random", &random);
+    assert!(member == random, "the random state is stored as it is");
+    assert!(size > 1 << 20, "{size}");
+    // 8 MiB of zeros: eight small frames.
+    let zeros = vec![0u8; 8 << 20];
+    let (size, member) = committed_and_restored_elsewhere("zeros", &zeros);
+    assert!(size < 64 << 10, "{size}");
+    assert!(member == zeros, "zstd expands the member to the state");
+}
+
+#[test]
+fn a_generation_written_before_compression_still_restores() {
+    // tests/stores/store2-fa2ab4c.1: generation 1 of `--mode self --ckpt
+    // state`, written by ckptrun at commit fa2ab4c (store 2, no codec);
+    // its state is `seq -f ... 1 2000` (82,893 bytes of text).
+    let sandbox = Sandbox::new("store-2");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stores/store2-fa2ab4c.1");
+    std::fs::copy(fixture, sandbox.path("ckptrun.store.1")).unwrap();
+    let check = r#"seq -f "step,%g,velocity,0.125,pressure,1013.25" 1 2000 | cmp -s - state || exit 9
+echo same > result"#;
+    let out = run(job_of(&sandbox, &[], check));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(result(&sandbox), "same\n");
+}
