@@ -149,6 +149,7 @@ for t in tests/*.rs; do
     [ "$t" = slurm ] || all_but_slurm+=(--test "$t")
 done
 cargo test --locked "${all_but_slurm[@]}" -- --skip "$storm"
+cargo test --locked -p ckptrun-codec
 cargo test --locked --test slurm --no-run
 slurm_log=$(mktemp /tmp/ckptrun-test-slurm-log.XXXXXX)
 setsid cargo test --locked --test slurm -- --nocapture --test-threads 8 >"$slurm_log" 2>&1 &
@@ -166,6 +167,6 @@ if [ $storm_failed = 1 ] || [ $slurm_failed = 1 ]; then
 fi
 stop_pool
 stop_slurm
-cargo clippy --locked --all-targets -- -D warnings
-cargo fmt --check
+cargo clippy --locked --workspace --all-targets -- -D warnings
+cargo fmt --all --check
 for line in "${skipped[@]}"; do echo "$line" >&2; done
