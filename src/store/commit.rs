@@ -16,7 +16,7 @@ use crate::os::beside::{Beside, Held};
 use crate::os::log::Log;
 use crate::os::tree;
 use crate::store::generation::{Description, Failed, META, Tag, at};
-use crate::store::scratch::{BUILDING, PACKED, SUMS, Scratch};
+use crate::store::scratch::{BUILDING, SUMS, Scratch};
 use crate::store::slots::Slots;
 use crate::store::table::Place;
 use crate::store::writer::Writer;
@@ -77,7 +77,7 @@ pub fn write(
             .map_err(at("rename the archive into its slot"))?;
         rustix::fs::fsync(slots.dir()).map_err(at("fsync the store's directory"))
     });
-    for name in [BUILDING, SUMS, PACKED] {
+    for name in [BUILDING, SUMS] {
         let _ = rustix::fs::unlinkat(scratch.dir(), name, AtFlags::empty());
     }
     // The newest intact generation (--keep 0) stays until the rename
@@ -186,10 +186,9 @@ fn build(scratch: &Scratch, tag: &Tag, g: u64, extra: &[u8], fill: Fill) -> Resu
         .map_err(at(step))
     };
     let sums = scratch_file(SUMS, "create the manifest")?;
-    let packed = scratch_file(PACKED, "create the archive")?;
     let mut meta = Description::new(g, tag)?;
     meta.push(extra)?;
-    let mut w = Writer::new(out.as_fd(), sums.as_fd(), packed.as_fd());
+    let mut w = Writer::new(out.as_fd(), sums.as_fd());
     w.bytes(META, 0o644, &meta)
         .and_then(|()| fill(&mut w))
         .and_then(|()| w.finish())

@@ -4,22 +4,24 @@
 //! (`tar -xOf NAME.1 state | zstd -dc`).
 //!
 //! - Only where it pays: a sample of the file (SAMPLES pieces of SAMPLE
-//!   bytes, spread over it), and then the whole file, must shrink to half
-//!   or less; otherwise the file is stored as it is (copied in the
-//!   kernel: see `writer`). So an incompressible state moves no more than
-//!   raw and costs no more to commit than a copy; and the compressed
-//!   copy the writer stages in the scratch directory plus the one in the
-//!   archive take no more room than one raw copy: a commit still needs
-//!   room for K+2 copies at most (docs/store.md, "Room").
+//!   bytes, spread over it), and then the whole file, must shrink by a
+//!   tenth; otherwise the file is stored as it is (copied in the kernel:
+//!   see `writer`). So an incompressible state moves no more than raw and
+//!   costs no more to commit than a copy. Within a compressed file, a
+//!   block that does not shrink is stored raw inside its frame (3 bytes
+//!   more per 128 KiB): the random parts of a memory image cost nothing.
+//! - The frames go straight into the archive, behind the member's header:
+//!   a commit needs no room beyond the archive's.
 //! - Each frame is expanded again as it is made and compared with the
-//!   bytes it was made of, before it is written.
+//!   bytes it was made of, before it is written: a flaw in the encoder
+//!   cannot reach a generation.
 //! - The checksum (XXH3) is over the raw bytes, what the job wrote and
 //!   will get back: computed as they are compressed, and again as they
 //!   are expanded by every check. A damaged compressed member either
 //!   fails to decode or decodes to bytes whose checksum differs: it is
 //!   never restored.
 //! - Both run in a child beside ckptrun (`Beside`), with working memory
-//!   of its own (`Region`, some 3 MiB): the supervising process's memory
+//!   of its own (`Region`, some 5 MiB): the supervising process's memory
 //!   is not touched, and nothing is allocated on the heap.
 
 use std::os::fd::BorrowedFd;
@@ -35,10 +37,15 @@ use crate::store::hash::Hash;
 const CHUNK: usize = 1 << 20;
 /// Below this a file is stored as it is: a child's start costs more than
 /// compressing it could save.
-pub const MIN: u64 = 64 << 10;
-/// The sample: SAMPLES pieces of SAMPLE bytes.
-const SAMPLE: usize = 64 << 10;
-const SAMPLES: u64 = 4;
+const MIN: u64 = 64 << 10;
+/// From this on, a tar header needs a `size` record, whose length
+/// depends on the size: the writer could not write the header before the
+/// data (see `writer`). Such a file is stored as it is.
+const MAX: u64 = 0o777_7777_7777;
+/// The sample: SAMPLES pieces of SAMPLE bytes, spread over the file (a
+/// memory image mixes code, zeros, text and noise).
+const SAMPLE: usize = 16 << 10;
+const SAMPLES: u64 = 16;
 
 /// How a file goes into a generation.
 pub enum Packed {
@@ -48,15 +55,20 @@ pub enum Packed {
     AsItIs,
 }
 
-/// Compresses the first `len` bytes of `from` into `into`, from its
-/// start, in a child: what it made. `AsItIs` also when no child could do
-/// it (the caller then stores the file as it is).
-pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd) -> Packed {
-    if len < MIN {
+/// Whether a file of `len` bytes may be compressed.
+pub fn worth_trying(len: u64) -> bool {
+    (MIN..MAX).contains(&len)
+}
+
+/// Compresses the first `len` bytes of `from` into `into` at `at`, in a
+/// child: what it made. `AsItIs` also when no child could do it (the
+/// caller then stores the file as it is, over what the child wrote).
+pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd, at: u64) -> Packed {
+    if !worth_trying(len) {
         return Packed::AsItIs;
     }
     let child = Beside::<3>::start(|| {
-        Some(match compress_here(from, len, into) {
+        Some(match compress_here(from, len, (into, at)) {
             Some((len, hash)) => [1, len, hash],
             None => [0, 0, 0],
         })
@@ -72,7 +84,7 @@ pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd) -> Packed {
 /// bytes it was made of.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
 #[unsafe(link_section = ".text.codec")] // Run by children only: see how-it-works.md, "Memory".
-fn compress_here(from: BorrowedFd, len: u64, into: BorrowedFd) -> Option<(u64, u64)> {
+fn compress_here(from: BorrowedFd, len: u64, (into, at): (BorrowedFd, u64)) -> Option<(u64, u64)> {
     let words = 4 * (encode::TABLE + encode::SEQS);
     let region = Region::map(words + 2 * (BLOCK + CHUNK) + bound(CHUNK) + 64).ok()?;
     let mut encoder = encode::Encoder::new(encode::Work {
@@ -103,17 +115,17 @@ fn compress_here(from: BorrowedFd, len: u64, into: BorrowedFd) -> Option<(u64, u
         if back != Some(framed) || again[..n] != raw[..n] {
             return None;
         }
-        write_at(into, &out[..framed], written).ok()?;
+        write_at(into, &out[..framed], at + written).ok()?;
         done += n as u64;
         written += framed as u64;
-        if written > len / 2 {
-            return None;
-        }
+    }
+    if written * 10 > len * 9 {
+        return None;
     }
     Some((written, hash.digest()))
 }
 
-/// Whether the sample of `from` shrinks to half or less.
+/// Whether the sample of `from` shrinks by a tenth.
 fn pays(
     encoder: &mut encode::Encoder,
     from: BorrowedFd,
@@ -129,7 +141,7 @@ fn pays(
         framed += encoder.frame(&raw[..n], out)? as u64;
         sampled += n as u64;
     }
-    Some(framed * 2 <= sampled)
+    Some(framed * 10 <= sampled * 9)
 }
 
 /// Expands the frames of a compressed member (`stored` bytes at `offset`

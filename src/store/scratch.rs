@@ -26,8 +26,6 @@ use crate::store::slots::Name;
 pub const BUILDING: &CStr = c"building";
 /// The manifest of the archive being written.
 pub const SUMS: &CStr = c"sums";
-/// A file of the archive being written, compressed before it goes in.
-pub const PACKED: &CStr = c"packed";
 /// The generation a restart failed from (`--restart-grace`).
 pub const FAILED: &CStr = c"failed";
 /// What a mode extracts from a generation to restart from it.
@@ -83,7 +81,7 @@ impl Scratch {
 
     /// Removes what an interrupted commit or restart left.
     pub fn clean(&self, log: &Log) -> Result<(), Failed> {
-        for name in [BUILDING, SUMS, PACKED, RESTORE] {
+        for name in [BUILDING, SUMS, RESTORE] {
             if tree::stat(self.dir(), name).is_ok() {
                 tree::remove(self.dir(), name).map_err(at("remove scratch"))?;
                 log.info(format_args!(

@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use rustix::fs::{FileType, Mode};
+use rustix::fs::{FileType, Mode, SeekFrom};
 use rustix::io::{Errno, Result};
 
 use crate::os::beside::Beside;
@@ -26,19 +26,16 @@ use crate::store::{manifest, pack};
 pub struct Writer<'a> {
     out: BorrowedFd<'a>,
     sums: BorrowedFd<'a>,
-    /// Where a file is compressed before it goes in (see `pack`).
-    packed: BorrowedFd<'a>,
-    /// Bytes written so far.
+    /// Bytes written so far: where `out`'s file position is.
     offset: u64,
 }
 
 impl<'a> Writer<'a> {
-    /// `sums` and `packed`: empty files opened for reading and writing.
-    pub fn new(out: BorrowedFd<'a>, sums: BorrowedFd<'a>, packed: BorrowedFd<'a>) -> Self {
+    /// `sums`: an empty file opened for reading and writing.
+    pub fn new(out: BorrowedFd<'a>, sums: BorrowedFd<'a>) -> Self {
         Self {
             out,
             sums,
-            packed,
             offset: 0,
         }
     }
@@ -127,21 +124,9 @@ impl<'a> Writer<'a> {
     /// it pays (see `pack`), else as it is.
     fn file(&mut self, file: BorrowedFd, entry: &Entry) -> Result<()> {
         let len = rustix::fs::fstat(file)?.st_size as u64;
-        let (stored, hash) = match pack::compress(file, len, self.packed) {
-            pack::Packed::Compressed { len: stored, hash } => {
-                let compressed = Some(len);
-                self.header(&Entry {
-                    size: stored,
-                    compressed,
-                    ..*entry
-                })?;
-                copy(self.packed, Some(0), self.out, stored)?;
-                rustix::fs::ftruncate(self.packed, 0)?;
-                (stored, hash)
-            }
-            pack::Packed::AsItIs => {
-                // What a child left there (one that gave up) takes no room.
-                rustix::fs::ftruncate(self.packed, 0)?;
+        let (stored, hash) = match self.compressed(file, entry, len)? {
+            Some(done) => done,
+            None => {
                 self.header(&Entry {
                     size: len,
                     ..*entry
@@ -152,6 +137,53 @@ impl<'a> Writer<'a> {
         self.offset += stored;
         self.sum(Kind::File, entry.path, b"", hash)?;
         self.pad(stored)
+    }
+
+    /// `file` compressed straight into the archive, behind its header,
+    /// where it pays: the compressed size and the raw bytes' hash, the
+    /// position at the data's end. None (and the archive as it was) where
+    /// it does not. The header is written first with the raw size, then
+    /// again with the compressed one: both the same length, since only a
+    /// size of 8 GiB or more changes a header's length (a `size` record),
+    /// and such a file is stored as it is.
+    fn compressed(
+        &mut self,
+        file: BorrowedFd,
+        entry: &Entry,
+        len: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        if !pack::worth_trying(len) {
+            return Ok(None);
+        }
+        let start = self.offset;
+        let mut entry = Entry {
+            size: len,
+            compressed: Some(len),
+            ..*entry
+        };
+        self.header(&entry)?;
+        let data = self.offset;
+        let packed = pack::compress(file, len, self.out, data);
+        self.seek(start)?;
+        let pack::Packed::Compressed { len: stored, hash } = packed else {
+            // What a child wrote there goes.
+            rustix::fs::ftruncate(self.out, start)?;
+            return Ok(None);
+        };
+        entry.size = stored;
+        self.header(&entry)?;
+        if self.offset != data {
+            return Err(Errno::IO);
+        }
+        rustix::fs::seek(self.out, SeekFrom::Start(data + stored))?;
+        Ok(Some((stored, hash)))
+    }
+
+    /// Moves the archive's end back to `to`, where the next write goes.
+    fn seek(&mut self, to: u64) -> Result<()> {
+        rustix::fs::seek(self.out, SeekFrom::Start(to))?;
+        self.offset = to;
+        Ok(())
     }
 
     /// The manifest, as the last member, then the end-of-archive
@@ -477,8 +509,8 @@ mod tests {
                 .open(archive.with_extension(ext))
                 .unwrap()
         };
-        let (sums, packed) = (scratch("sums"), scratch("packed"));
-        let mut w = Writer::new(out.as_fd(), sums.as_fd(), packed.as_fd());
+        let sums = scratch("sums");
+        let mut w = Writer::new(out.as_fd(), sums.as_fd());
         f(&mut w).unwrap();
         w.finish().unwrap();
     }
