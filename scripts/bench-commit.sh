@@ -12,15 +12,19 @@
 #             copied. Peer: `ckptrun --mode init -- true` (the same exec,
 #             no checkpoint): a ratio near 1 at every size is O(1).
 #   restore   the start in a new sandbox (only the slot file, as HTCondor
-#             brings it): verified in full and copied. Peer: `cp` of the
-#             slot file into a new file, in the same new sandbox.
+#             brings it): verified in full and copied (or expanded). Peer:
+#             `cp` of the state's raw bytes into a new file, in the same
+#             new sandbox.
 # Also, for scale: the same-sandbox start that must copy (its kept copy's
 # record removed), and the checksum alone (`xxhsum -H3`, when installed).
-# Usage: scripts/bench-commit.sh [RUNS] [DIR] [SIZES]
+# Usage: scripts/bench-commit.sh [RUNS] [DIR] [SIZES] [KIND]
 #   RUNS   timed runs per command (default 11; one warmup each)
 #   DIR    where the scratch directory is made (default /tmp); its
 #          filesystem is what is measured (XFS or btrfs: reflinks)
 #   SIZES  default "256M 1G"
+#   KIND   what the state holds: random (default: /dev/urandom, stored
+#          as it is), text (Rust's library sources over and over: stored
+#          compressed) or zeros
 # Needs about 6 x the largest size free in DIR. Prints markdown on stdout,
 # progress on stderr. Every prepare ends with `sync`: each timed run
 # starts with nothing dirty but what it is meant to find.
@@ -29,6 +33,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-11}
 base=${2:-/tmp}
 sizes=${3:-256M 1G}
+kind=${4:-random}
 command -v hyperfine >/dev/null || scripts/setup.sh --bench
 CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
 ckptrun=$PWD/target/x86_64-unknown-linux-musl/release/ckptrun
@@ -43,6 +48,7 @@ rm -f probe probe.clone
 
 echo "## Machine"
 echo "- $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r)"
+echo "- state: $kind"
 echo "- $base: $fstype, reflinks: $reflink; hyperfine $(hyperfine --version | cut -d' ' -f2); ckptrun $(stat -c %s "$ckptrun") bytes; $runs runs each, 1 warmup"
 echo
 
@@ -54,7 +60,15 @@ settle="while pgrep -x ckptrun >/dev/null; do sleep 0.01; done; sync"
 hf() { hyperfine -N -i --style none --warmup 1 --runs "$runs" "$@" >/dev/null 2>&1; }
 for size in $sizes; do
     echo "bench-commit: $size" >&2
-    rm -rf s new && mkdir s && head -c "$size" /dev/urandom > ref && cp ref s/state
+    rm -rf s new && mkdir s
+    case $kind in
+        random) head -c "$size" /dev/urandom > ref ;;
+        zeros) head -c "$size" /dev/zero > ref ;;
+        text) find "$(rustc --print sysroot)/lib/rustlib/src/rust/library" -name '*.rs' | sort | xargs cat > one
+              n=$(( $(numfmt --from=iec "$size") / $(stat -c %s one) + 1 ))
+              for _ in $(seq "$n"); do cat one; done > all; head -c "$size" all > ref; rm one all ;;
+    esac
+    cp ref s/state
     (cd s && $self -- true && $self -- sh -c 'touch state; exit 17' || [ $? = 85 ])
     cp s/ckptrun.store.0 slot
     sync
@@ -69,7 +83,7 @@ for size in $sizes; do
     # HTCondor's transfer leaves it: just written).
     new="rm -rf new; mkdir new; cp slot new/ckptrun.store.0; $settle"
     hf --export-json "restore-$size.json" \
-        -p "sh -c '$new'" "cp new/ckptrun.store.0 new/copy" \
+        -p "sh -c '$new'" "cp ref new/copy" \
         -p "sh -c '$new'" "sh -c 'cd new && exec $self -- true'"
     if command -v xxhsum >/dev/null; then
         hf --export-json "sum-$size.json" -p sync "xxhsum -H3 slot" -p sync "cat slot"
