@@ -207,6 +207,9 @@ fn job_command(
                 "fresh start: dmtcp_launch, images in {}",
                 start.images.at().display()
             ));
+            if ckptrun_compresses() {
+                args.push("--no-gzip".into());
+            }
             args.push(program_argument(&config.program, path));
             spawn::Command::new(&tools.launch, "dmtcp_launch".as_ref(), &args, &config.args)?
         }
@@ -232,6 +235,15 @@ fn absolute(path: &Path, cwd: &Path) -> PathBuf {
     } else {
         cwd.join(path)
     }
+}
+
+/// Whether DMTCP writes its images raw (`dmtcp_launch --no-gzip`), for
+/// ckptrun to compress as it commits them: evictions and restarts take
+/// half the time or less, for no more bytes (BENCHMARKS.md, "Who
+/// compresses a DMTCP job's images"). A user who set DMTCP_GZIP chose.
+/// The job's environment keeps the choice across restarts.
+fn ckptrun_compresses() -> bool {
+    std::env::var_os("DMTCP_GZIP").is_none()
 }
 
 #[cfg(test)]
