@@ -1,8 +1,8 @@
 //! Reads the frames `encode` writes (see the crate's notes): single
 //! segment, no dictionary, no checksum; raw, RLE and compressed blocks;
-//! raw, RLE and Huffman literals (the tree's weights in the direct form,
-//! 1 or 4 streams); sequences with the predefined FSE tables. Anything
-//! else, or anything inconsistent, is `None`.
+//! raw, RLE and Huffman literals (the tree's weights direct or
+//! FSE-compressed, 1 or 4 streams); sequences with the predefined FSE
+//! tables. Anything else, or anything inconsistent, is `None`.
 
 use crate::{BLOCK, LL_BITS, LL_NORM, MAGIC, ML_BITS, ML_NORM, OF_NORM, highbit};
 
@@ -129,6 +129,10 @@ impl<'a> BitR<'a> {
         self.skip(nb)?;
         Some(v)
     }
+    /// the bits not yet read
+    fn left(&self) -> u32 {
+        self.cb + 8 * self.idx as u32
+    }
     fn done(&self) -> bool {
         self.cb == 0 && self.idx == 0
     }
@@ -251,51 +255,8 @@ fn literals(st: &mut Decoder, src: &[u8]) -> Option<(usize, usize)> {
         return None;
     }
     let body = src.get(hl..hl + cs)?;
-    // tree description, direct form only
-    let hb = *body.first()? as usize;
-    if hb < 128 {
-        return None;
-    }
-    let nw = hb - 127;
-    let wbytes = body.get(1..1 + nw.div_ceil(2))?;
-    let mut w = [0u8; 256];
-    let mut total: u32 = 0;
-    for i in 0..nw {
-        let x = (wbytes[i / 2] >> if i % 2 == 0 { 4 } else { 0 }) & 15;
-        if x > 11 {
-            return None;
-        }
-        w[i] = x;
-        if x > 0 {
-            total += 1 << (x - 1);
-        }
-    }
-    if total == 0 {
-        return None;
-    }
-    let maxb = highbit(total) + 1;
-    if maxb > 11 {
-        return None;
-    }
-    let rest = (1u32 << maxb) - total;
-    if !rest.is_power_of_two() {
-        return None;
-    }
-    w[nw] = (highbit(rest) + 1) as u8;
-    // table: weights ascending, then symbols ascending
-    let mut pos = 0usize;
-    for wt in 1..=maxb as u8 {
-        for (s, _) in w[..=nw].iter().enumerate().filter(|&(_, &x)| x == wt) {
-            let len = 1usize << (wt - 1);
-            let bits = (maxb + 1 - wt as u32) as u8;
-            st.huf.get_mut(pos..pos + len)?.fill((s as u8, bits));
-            pos += len;
-        }
-    }
-    if pos != 1 << maxb {
-        return None;
-    }
-    let data = &body[1 + nw.div_ceil(2)..];
+    let (maxb, used) = tree(body, &mut st.huf)?;
+    let data = &body[used..];
     let huf = &st.huf;
     let lits = &mut st.lits[..n];
     if streams == 1 {
@@ -356,6 +317,168 @@ fn literals(st: &mut Decoder, src: &[u8]) -> Option<(usize, usize)> {
         }
     }
     Some((n, hl + cs))
+}
+
+/// The Huffman tree description at the start of `body`, direct or
+/// FSE-compressed, into the decoding table `huf`: (the longest code's
+/// length, the description's size).
+fn tree(body: &[u8], huf: &mut [(u8, u8); 1 << 11]) -> Option<(u32, usize)> {
+    let hb = *body.first()? as usize;
+    let mut w = [0u8; 256];
+    let (nw, used) = if hb < 128 {
+        (fse_weights(body.get(1..1 + hb)?, &mut w)?, 1 + hb)
+    } else {
+        let nw = hb - 127;
+        let wbytes = body.get(1..1 + nw.div_ceil(2))?;
+        for i in 0..nw {
+            w[i] = (wbytes[i / 2] >> if i % 2 == 0 { 4 } else { 0 }) & 15;
+        }
+        (nw, 1 + nw.div_ceil(2))
+    };
+    Some((huf_table(&mut w, nw, huf)?, used))
+}
+
+/// The decoding table for the weights `w[..nw]` (the last symbol's
+/// weight, `w[nw]`, is the one that completes the sum to a power of two):
+/// the longest code's length.
+fn huf_table(w: &mut [u8; 256], nw: usize, huf: &mut [(u8, u8); 1 << 11]) -> Option<u32> {
+    let mut total: u32 = 0;
+    for &x in &w[..nw] {
+        if x > 11 {
+            return None;
+        }
+        if x > 0 {
+            total += 1 << (x - 1);
+        }
+    }
+    if total == 0 {
+        return None;
+    }
+    let maxb = highbit(total) + 1;
+    if maxb > 11 {
+        return None;
+    }
+    let rest = (1u32 << maxb) - total;
+    if !rest.is_power_of_two() {
+        return None;
+    }
+    *w.get_mut(nw)? = (highbit(rest) + 1) as u8;
+    // table: weights ascending, then symbols ascending
+    let mut pos = 0usize;
+    for wt in 1..=maxb as u8 {
+        for (s, _) in w[..=nw].iter().enumerate().filter(|&(_, &x)| x == wt) {
+            let len = 1usize << (wt - 1);
+            let bits = (maxb + 1 - wt as u32) as u8;
+            huf.get_mut(pos..pos + len)?.fill((s as u8, bits));
+            pos += len;
+        }
+    }
+    if pos != 1 << maxb {
+        return None;
+    }
+    Some(maxb)
+}
+
+/// The FSE-compressed Huffman weights in `src` (RFC 8878, 4.2.1.2) into
+/// `w`: how many. Two states share one table and take turns, state 1
+/// first; the stream ends when a state's update needs more bits than are
+/// left, and the other state then gives the last weight. Every update of
+/// a table of two symbols or more reads at least a bit, so this ends;
+/// with one symbol, 255 weights are the limit.
+fn fse_weights(src: &[u8], w: &mut [u8; 256]) -> Option<usize> {
+    let mut norm = [0i16; 13];
+    let (log, nsym, used) = read_ncount(src, &mut norm)?;
+    let mut t = [FseD::default(); 64];
+    fse_table(&norm[..nsym], log, &mut t);
+    let mut r = BitR::new(src.get(used..)?)?;
+    let mut st = [r.read(log)? as usize, r.read(log)? as usize];
+    let mut n = 0;
+    loop {
+        for k in 0..2 {
+            let e = *t.get(st[k])?;
+            *w.get_mut(n)? = e.sym;
+            n += 1;
+            r.refill();
+            if e.nb as u32 > r.left() {
+                *w.get_mut(n)? = t.get(st[1 - k])?.sym;
+                return if n < 255 { Some(n + 1) } else { None };
+            }
+            st[k] = e.base as usize + r.read(e.nb as u32)? as usize;
+        }
+    }
+}
+
+/// An FSE table description (RFC 8878, 4.1.1) for Huffman weights
+/// (accuracy log 5 or 6, symbols up to 12) into `norm`: (the accuracy
+/// log, the number of symbols, the description's size in bytes).
+fn read_ncount(src: &[u8], norm: &mut [i16; 13]) -> Option<(u32, usize, usize)> {
+    let mut pos = 0;
+    let get = |nb: u32, pos: &mut usize, keep: bool| -> Option<u32> {
+        let v = bits_at(src, *pos, nb)?;
+        if keep {
+            *pos += nb as usize;
+        }
+        Some(v)
+    };
+    let log = get(4, &mut pos, true)? + 5;
+    if log > 6 {
+        return None;
+    }
+    let mut remaining = (1i32 << log) + 1;
+    let mut threshold = 1i32 << log;
+    let mut nb = log + 1;
+    let mut s = 0;
+    while remaining > 1 {
+        if s > 0 && norm[s - 1] == 0 {
+            loop {
+                let z = get(2, &mut pos, true)?;
+                s += z as usize;
+                if z < 3 || s > 12 {
+                    break;
+                }
+            }
+        }
+        if s > 12 {
+            return None;
+        }
+        // values below `max` take nb - 1 bits, the others nb
+        let max = 2 * threshold - 1 - remaining;
+        let mut v = get(nb - 1, &mut pos, false)? as i32;
+        if v < max {
+            pos += nb as usize - 1;
+        } else {
+            v = get(nb, &mut pos, true)? as i32;
+            if v >= threshold {
+                v -= max;
+            }
+        }
+        let c = v - 1;
+        remaining -= c.abs();
+        norm[s] = c as i16;
+        s += 1;
+        if remaining < threshold {
+            nb = highbit(remaining.max(1) as u32) + 1;
+            threshold = 1 << (nb - 1);
+        }
+    }
+    if remaining != 1 {
+        return None;
+    }
+    Some((log, s, pos.div_ceil(8)))
+}
+
+/// `nb` bits (at most 25) of `src` from bit `pos`, least significant first;
+/// None past its end.
+fn bits_at(src: &[u8], pos: usize, nb: u32) -> Option<u32> {
+    let end = pos + nb as usize;
+    if end > 8 * src.len() {
+        return None;
+    }
+    let mut b = [0u8; 4];
+    let from = pos / 8;
+    let k = (src.len() - from).min(4);
+    b[..k].copy_from_slice(&src[from..from + k]);
+    Some((u32::from_le_bytes(b) >> (pos % 8)) & ((1u32 << nb) - 1))
 }
 
 #[inline(always)]
@@ -561,4 +684,39 @@ fn frame(st: &mut Decoder, src: &[u8], dst: &mut [u8]) -> Option<usize> {
         return None;
     }
     Some(i)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Tree descriptions of random bytes, FSE-compressed weights (header
+    /// byte < 128) and direct ones: read or refused, never a panic, and
+    /// never more than 255 weights.
+    #[test]
+    fn random_tree_descriptions_end() {
+        let mut huf = [(0u8, 0u8); 1 << 11];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut body = [0u8; 160];
+        let mut read = 0;
+        for i in 0..200_000 {
+            for b in body.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            // mostly small accuracy logs (5, 6), as the format allows
+            body[0] = if i % 4 == 0 { body[0] } else { body[0] % 128 };
+            body[1] &= if i % 2 == 0 { 0xf1 } else { 0xff };
+            if let Some((maxb, used)) = super::tree(&body, &mut huf) {
+                assert!(maxb <= 11 && used <= body.len());
+                read += 1;
+            }
+            let mut w = [0u8; 256];
+            let n = (body[0] % 128) as usize;
+            if let Some(k) = super::fse_weights(&body[1..1 + n], &mut w) {
+                assert!(k <= 255);
+            }
+        }
+        assert!(read > 0);
+    }
 }
