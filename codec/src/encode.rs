@@ -1,8 +1,8 @@
 //! Writes frames (see the crate's notes): each block parsed greedily
 //! (a hash of 6 bytes, one probe, the last offset tried first), its
-//! literals Huffman-coded when every one is below 128, its sequences
-//! with the predefined FSE tables; a block that does not shrink is stored
-//! raw. Blocks may refer back into the earlier blocks of their frame.
+//! literals Huffman-coded where that pays, its sequences with the
+//! predefined FSE tables; a block that does not shrink is stored raw.
+//! Blocks may refer back into the earlier blocks of their frame.
 
 use crate::{BLOCK, LL_BITS, LL_NORM, MAGIC, ML_BITS, ML_NORM, OF_NORM, highbit};
 
@@ -22,7 +22,8 @@ pub struct Work<'a> {
     pub seqs: &'a mut [u32],
 }
 
-/// FSE compression table for one of the predefined distributions.
+/// FSE compression table: one of the predefined distributions, or a
+/// block's Huffman weights (at most 53 symbols, accuracy log at most 6).
 struct FseC {
     log: u32,
     state: [u16; 64],
@@ -285,38 +286,70 @@ fn huff_lengths(cnt: &[u32; 256], len: &mut [u8; 256]) -> usize {
     }
 }
 
+/// Literals stored as they are: the section's size, or None if `out` is
+/// too short.
+fn raw_literals(lits: &[u8], out: &mut [u8]) -> Option<usize> {
+    let n = lits.len();
+    let h = if n < 32 {
+        *out.first_mut()? = (n << 3) as u8;
+        1
+    } else if n < 4096 {
+        out.get_mut(..2)?
+            .copy_from_slice(&[((n & 15) << 4) as u8 | 0b0100, (n >> 4) as u8]);
+        2
+    } else {
+        out.get_mut(..3)?.copy_from_slice(&[
+            ((n & 15) << 4) as u8 | 0b1100,
+            (n >> 4) as u8,
+            (n >> 12) as u8,
+        ]);
+        3
+    };
+    out.get_mut(h..h + n)?.copy_from_slice(lits);
+    Some(h + n)
+}
+
 /// literals section; returns its size or None (then the caller stores the block raw)
 fn literals(lits: &[u8], out: &mut [u8]) -> Option<usize> {
     let n = lits.len();
-    let raw = |out: &mut [u8]| -> Option<usize> {
-        let h = if n < 32 {
-            out[0] = (n << 3) as u8;
-            1
-        } else if n < 4096 {
-            out[0] = ((n & 15) << 4) as u8 | 0b0100;
-            out[1] = (n >> 4) as u8;
-            2
-        } else {
-            out[0] = ((n & 15) << 4) as u8 | 0b1100;
-            out[1] = (n >> 4) as u8;
-            out[2] = (n >> 12) as u8;
-            3
-        };
-        out.get_mut(h..h + n)?.copy_from_slice(lits);
-        Some(h + n)
-    };
     if n < 1024 {
-        return raw(out);
+        return raw_literals(lits, out);
     }
     let mut cnt = [0u32; 256];
     for &b in lits {
         cnt[b as usize] += 1;
     }
-    if cnt[128..].iter().any(|&c| c > 0) || cnt.iter().filter(|&&c| c > 0).count() < 2 {
-        return raw(out);
+    if cnt.iter().filter(|&&c| c > 0).count() < 2 {
+        return raw_literals(lits, out);
     }
     let mut len = [0u8; 256];
     let nsym = huff_lengths(&cnt, &mut len);
+    // Not worth the time when the codes would not save 1/64th: (nearly)
+    // uniform bytes, as in a block of noise.
+    let bits: u64 = (0..256).map(|s| cnt[s] as u64 * len[s] as u64).sum();
+    if bits / 8 + 64 >= (n - n / 64) as u64 {
+        return raw_literals(lits, out);
+    }
+    let hl = if n < 16384 { 4 } else { 5 };
+    let p = hl + tree_description(&len, nsym, out.get_mut(hl..)?)?;
+    let p = p + huff_streams(lits, &len, out.get_mut(p..)?)?;
+    let csize = p - hl;
+    if csize + hl >= n + 3 {
+        return raw_literals(lits, out);
+    }
+    if hl == 4 {
+        let h: u32 = 2 | (2 << 2) | ((n as u32) << 4) | ((csize as u32) << 18);
+        out[..4].copy_from_slice(&h.to_le_bytes());
+    } else {
+        let h: u64 = 2 | (3 << 2) | ((n as u64) << 4) | ((csize as u64) << 22);
+        out[..5].copy_from_slice(&h.to_le_bytes()[..5]);
+    }
+    Some(p)
+}
+
+/// The four Huffman streams of `lits` and their jump table, coded with
+/// the lengths `len`: their size, or None if they do not fit in `out`.
+fn huff_streams(lits: &[u8], len: &[u8; 256], out: &mut [u8]) -> Option<usize> {
     let maxb = *len.iter().max().unwrap() as u32;
     // canonical codes: longest first, ascending symbols
     let mut code = [0u16; 256];
@@ -330,27 +363,9 @@ fn literals(lits: &[u8], out: &mut [u8]) -> Option<usize> {
         }
         next >>= 1;
     }
-    let hl = if n < 16384 { 4 } else { 5 };
-    let mut p = hl;
-    // tree description, direct: nsym-1 weights of 4 bits
-    let nw = nsym - 1;
-    out[p] = (127 + nw) as u8;
-    p += 1;
-    for i in (0..nw).step_by(2) {
-        let w = |s: usize| {
-            if s < nw && len[s] > 0 {
-                (maxb + 1 - len[s] as u32) as u8
-            } else {
-                0
-            }
-        };
-        out[p] = (w(i) << 4) | w(i + 1);
-        p += 1;
-    }
-    // 4 streams and the jump table
+    let n = lits.len();
     let seg = n.div_ceil(4);
-    let jt = p;
-    p += 6;
+    let mut p = 6;
     for k in 0..4 {
         let part = &lits[(k * seg).min(n)..((k + 1) * seg).min(n)];
         let mut w = BitW::new(out.get_mut(p..)?);
@@ -370,25 +385,207 @@ fn literals(lits: &[u8], out: &mut [u8]) -> Option<usize> {
         }
         let sz = w.close()?;
         if k < 3 {
-            out[jt + 2 * k..jt + 2 * k + 2].copy_from_slice(&(sz as u16).to_le_bytes());
-            if sz > 65535 {
-                return None;
-            }
+            let sz = u16::try_from(sz).ok()?;
+            out[2 * k..2 * k + 2].copy_from_slice(&sz.to_le_bytes());
         }
         p += sz;
     }
-    let csize = p - hl;
-    if csize + hl >= n + 3 {
-        return raw(out);
-    }
-    if hl == 4 {
-        let h: u32 = 2 | (2 << 2) | ((n as u32) << 4) | ((csize as u32) << 18);
-        out[..4].copy_from_slice(&h.to_le_bytes());
-    } else {
-        let h: u64 = 2 | (3 << 2) | ((n as u64) << 4) | ((csize as u64) << 22);
-        out[..5].copy_from_slice(&h.to_le_bytes()[..5]);
-    }
     Some(p)
+}
+
+/// The Huffman tree description for the code lengths `len` of symbols
+/// `..nsym`: the weights of all but the last symbol, in the direct 4-bit
+/// form or FSE-compressed, whichever is smaller (the direct form holds
+/// 128 weights at most, so it cannot describe a byte >= 129). Its size,
+/// or None if neither form fits.
+fn tree_description(len: &[u8; 256], nsym: usize, out: &mut [u8]) -> Option<usize> {
+    let maxb = *len.iter().max().unwrap();
+    let mut w = [0u8; 255];
+    let nw = nsym - 1;
+    for (w, &l) in w.iter_mut().zip(&len[..nw]) {
+        *w = if l > 0 { maxb + 1 - l } else { 0 };
+    }
+    let w = &w[..nw];
+    let mut fse = [0u8; 160];
+    let f = fse_weights(w, &mut fse);
+    let direct = 1 + nw.div_ceil(2);
+    match f {
+        Some(f) if nw > 128 || f < direct => {
+            out.get_mut(..f)?.copy_from_slice(&fse[..f]);
+            Some(f)
+        }
+        _ if nw <= 128 => {
+            let out = out.get_mut(..direct)?;
+            out[0] = (127 + nw) as u8;
+            for (o, pair) in out[1..].iter_mut().zip(w.chunks(2)) {
+                *o = (pair[0] << 4) | pair.get(1).unwrap_or(&0);
+            }
+            Some(direct)
+        }
+        _ => None,
+    }
+}
+
+/// The weights `w` FSE-compressed (RFC 8878, 4.2.1.2), header byte
+/// included, at whichever accuracy log (5 or 6) is smaller: the size, or
+/// None if it is 128 bytes or more or the weights cannot be FSE-coded
+/// (fewer than two of them, or all the same: the decoder would not know
+/// where they end).
+fn fse_weights(w: &[u8], out: &mut [u8; 160]) -> Option<usize> {
+    let mut cnt = [0u32; 12];
+    for &x in w {
+        cnt[x as usize] += 1;
+    }
+    if w.len() < 2 || cnt.iter().filter(|&&c| c > 0).count() < 2 {
+        return None;
+    }
+    let mut best = None;
+    let mut tmp = [0u8; 160];
+    for log in [6, 5] {
+        let mut norm = [0i16; 12];
+        normalize(&cnt, log, &mut norm);
+        let Some(sz) = fse_weights_with(w, &norm, log, &mut tmp) else {
+            continue;
+        };
+        if best.is_none_or(|b| sz < b) {
+            out[..sz].copy_from_slice(&tmp[..sz]);
+            best = Some(sz);
+        }
+    }
+    best
+}
+
+/// `fse_weights` at one accuracy log, with the normalized counts `norm`.
+fn fse_weights_with(w: &[u8], norm: &[i16; 12], log: u32, out: &mut [u8; 160]) -> Option<usize> {
+    let top = norm.iter().rposition(|&c| c > 0)?;
+    let h = 1 + write_ncount(&norm[..=top], log, &mut out[1..]);
+    let t = FseC::new(&norm[..=top], log);
+    let mut bw = BitW::new(&mut out[h..]);
+    // Two states over one table: state 1 codes the even-indexed weights,
+    // state 2 the odd ones; coded last to first, so that the decoder,
+    // reading the stream backward, meets them first to last. Each state
+    // starts at its last weight.
+    let n = w.len();
+    let (mut s1, mut s2, mut i);
+    if n % 2 == 1 {
+        s1 = t.init(w[n - 1] as usize);
+        s2 = t.init(w[n - 2] as usize);
+        t.encode(&mut bw, &mut s1, w[n - 3] as usize);
+        i = n - 3;
+    } else {
+        s2 = t.init(w[n - 1] as usize);
+        s1 = t.init(w[n - 2] as usize);
+        i = n - 2;
+    }
+    while i > 0 {
+        t.encode(&mut bw, &mut s2, w[i - 1] as usize);
+        t.encode(&mut bw, &mut s1, w[i - 2] as usize);
+        bw.flush();
+        i -= 2;
+    }
+    bw.add(s2 as u64, log);
+    bw.add(s1 as u64, log);
+    let size = h + bw.close()?;
+    out[0] = u8::try_from(size - 1).ok().filter(|&b| b < 128)?;
+    Some(size)
+}
+
+/// `cnt` scaled to normalized counts summing to exactly 1 << log, every
+/// symbol present at least 1. Rounding leaves the sum a few off (at most
+/// 12 symbols); each step then moves one count where it costs the fewest
+/// bits (about c / (n - 1/2) to take one from a count n of c symbols, and
+/// c / (n + 1/2) gained by adding one).
+fn normalize(cnt: &[u32; 12], log: u32, norm: &mut [i16; 12]) {
+    let size = 1u64 << log;
+    let total: u64 = cnt.iter().map(|&c| c as u64).sum();
+    let mut sum = 0;
+    for (n, &c) in norm.iter_mut().zip(cnt) {
+        *n = match c {
+            0 => 0,
+            c => ((c as u64 * size + total / 2) / total).max(1) as i16,
+        };
+        sum += *n as u64;
+    }
+    while sum != size {
+        let d = if sum > size { -1 } else { 1 };
+        let s = cheapest_step(cnt, norm, d);
+        norm[s] += d as i16;
+        sum = (sum as i64 + d) as u64;
+    }
+}
+
+/// The count to take one from (`d` = -1) or add one to (`d` = 1) for the
+/// fewest bits lost or the most gained: the smallest or largest
+/// c / (2 n + d), among the counts that stay at least 1.
+fn cheapest_step(cnt: &[u32; 12], norm: &[i16; 12], d: i64) -> usize {
+    let key = |s: usize| (cnt[s] as i64, 2 * norm[s] as i64 + d);
+    let mut pick = usize::MAX;
+    for s in (0..12).filter(|&s| norm[s] > (d < 0) as i16) {
+        if pick == usize::MAX {
+            pick = s;
+            continue;
+        }
+        let ((ca, na), (cb, nb)) = (key(s), key(pick));
+        // ca / na against cb / nb, all positive
+        if (ca * nb < cb * na) == (d < 0) && ca * nb != cb * na {
+            pick = s;
+        }
+    }
+    pick
+}
+
+/// The FSE table description (RFC 8878, 4.1.1) of `norm` (no count of -1)
+/// at accuracy log `log` (5 or 6): its size. `out` holds 159 bytes, far
+/// more than the 12 symbols ever take.
+fn write_ncount(norm: &[i16], log: u32, out: &mut [u8]) -> usize {
+    let mut acc = (log - 5) as u64;
+    let mut nbits = 4;
+    let mut p = 0;
+    let mut put = |v: u64, nb: u32, acc: &mut u64, nbits: &mut u32| {
+        *acc |= v << *nbits;
+        *nbits += nb;
+        while *nbits >= 8 {
+            out[p] = *acc as u8;
+            p += 1;
+            *acc >>= 8;
+            *nbits -= 8;
+        }
+    };
+    let mut remaining = (1i32 << log) + 1;
+    let mut threshold = 1i32 << log;
+    let mut nb = log + 1;
+    let mut s = 0;
+    while remaining > 1 {
+        if s > 0 && norm[s - 1] == 0 {
+            // a run of zeros: its length in 2-bit steps of at most 3
+            let start = s;
+            while norm[s] == 0 {
+                s += 1;
+            }
+            let mut z = s - start;
+            while z >= 3 {
+                put(3, 2, &mut acc, &mut nbits);
+                z -= 3;
+            }
+            put(z as u64, 2, &mut acc, &mut nbits);
+        }
+        let c = norm[s] as i32;
+        s += 1;
+        // values below `max` take nb - 1 bits, the others nb
+        let max = 2 * threshold - 1 - remaining;
+        remaining -= c;
+        let mut v = c + 1;
+        if v >= threshold {
+            v += max;
+        }
+        put(v as u64, nb - (v < max) as u32, &mut acc, &mut nbits);
+        while remaining < threshold {
+            nb -= 1;
+            threshold >>= 1;
+        }
+    }
+    put(0, 7, &mut acc, &mut nbits);
+    p
 }
 
 /// copy src[s..s + n] to dst[d..d + n] in 16-byte steps (may write up to 15
