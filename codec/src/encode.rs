@@ -222,68 +222,62 @@ fn ml_code(mlbase: u32) -> usize {
     }
 }
 
-/// Huffman code lengths for counts (max 11 bits); returns max symbol + 1
+/// Huffman code lengths for counts (max 11 bits); returns max symbol + 1.
+/// Counts are halved until the longest code fits: not optimal, but rare
+/// (it takes a count 2^11 times another's) and cheap.
 fn huff_lengths(cnt: &[u32; 256], len: &mut [u8; 256]) -> usize {
-    // simple O(n^2) Huffman on up to 256 symbols; counts halved until depth <= 11
     let mut c = *cnt;
-    loop {
-        let mut w = [0u64; 512];
-        let mut parent = [0u16; 512];
-        let mut alive = [false; 512];
-        let mut n = 0;
-        for s in 0..256 {
-            if c[s] > 0 {
-                w[s] = c[s] as u64;
-                alive[s] = true;
-                n += 1;
-            }
-        }
-        let mut next = 256;
-        while n > 1 {
-            let (mut a, mut b) = (usize::MAX, usize::MAX);
-            for i in 0..next {
-                if alive[i] {
-                    if a == usize::MAX || w[i] < w[a] {
-                        b = a;
-                        a = i;
-                    } else if b == usize::MAX || w[i] < w[b] {
-                        b = i;
-                    }
-                }
-            }
-            alive[a] = false;
-            alive[b] = false;
-            w[next] = w[a] + w[b];
-            parent[a] = next as u16;
-            parent[b] = next as u16;
-            alive[next] = true;
-            next += 1;
-            n -= 1;
-        }
-        let root = next - 1;
-        let mut maxd = 0;
-        let mut maxsym = 0;
-        for s in 0..256 {
-            len[s] = 0;
-            if c[s] > 0 {
-                let mut d = 0;
-                let mut x = s;
-                while x != root {
-                    x = parent[x] as usize;
-                    d += 1;
-                }
-                len[s] = d;
-                maxd = maxd.max(d);
-                maxsym = s;
-            }
-        }
-        if maxd <= 11 {
-            return maxsym + 1;
-        }
+    while tree_depths(&c, len) > 11 {
         for count in c.iter_mut().filter(|c| **c > 0) {
             *count = (*count >> 1).max(1);
         }
     }
+    cnt.iter().rposition(|&c| c > 0).unwrap() + 1
+}
+
+/// Huffman code lengths for the counts `c` (two present at least) into
+/// `len`: the longest. The two-queue method: the symbols sorted by
+/// count, the merged nodes made in order of weight, so each merge takes
+/// the two lightest heads, in time linear past the sort.
+fn tree_depths(c: &[u32; 256], len: &mut [u8; 256]) -> u8 {
+    let mut leaf = [(0u32, 0u8); 256];
+    let mut n = 0;
+    for (s, &x) in c.iter().enumerate().filter(|&(_, &x)| x > 0) {
+        leaf[n] = (x, s as u8);
+        n += 1;
+    }
+    leaf[..n].sort_unstable();
+    // nodes 0..n the leaves, n.. the merged ones; parents come later
+    let mut w = [0u64; 511];
+    let mut parent = [0usize; 511];
+    for (w, l) in w.iter_mut().zip(&leaf[..n]) {
+        *w = l.0 as u64;
+    }
+    let (mut li, mut ni) = (0, n);
+    for next in n..2 * n - 1 {
+        let mut lightest = || {
+            let q = if li < n && (ni == next || w[li] <= w[ni]) {
+                &mut li
+            } else {
+                &mut ni
+            };
+            *q += 1;
+            *q - 1
+        };
+        let (a, b) = (lightest(), lightest());
+        w[next] = w[a] + w[b];
+        parent[a] = next;
+        parent[b] = next;
+    }
+    let mut depth = [0u8; 511];
+    for i in (0..2 * n - 2).rev() {
+        depth[i] = depth[parent[i]] + 1;
+    }
+    len.fill(0);
+    for (l, d) in leaf[..n].iter().zip(&depth[..n]) {
+        len[l.1 as usize] = *d;
+    }
+    *depth[..n].iter().max().unwrap()
 }
 
 /// Literals stored as they are: the section's size, or None if `out` is
