@@ -325,8 +325,11 @@ fn literals(lits: &[u8], out: &mut [u8]) -> Option<usize> {
         return raw_literals(lits, out);
     }
     let hl = if n < 16384 { 4 } else { 5 };
-    let p = hl + tree_description(&len, nsym, out.get_mut(hl..)?)?;
-    let p = p + huff_streams(lits, &len, out.get_mut(p..)?)?;
+    // No tree description (weights all alike, too many for the direct
+    // form) or streams past 64 KiB: the literals go raw, not the block.
+    let Some(p) = huffman(lits, &len, nsym, hl, out) else {
+        return raw_literals(lits, out);
+    };
     let csize = p - hl;
     if csize + hl >= n + 3 {
         return raw_literals(lits, out);
@@ -339,6 +342,13 @@ fn literals(lits: &[u8], out: &mut [u8]) -> Option<usize> {
         out[..5].copy_from_slice(&h.to_le_bytes()[..5]);
     }
     Some(p)
+}
+
+/// The tree description and the four streams, from `out[hl..]`: where
+/// they end.
+fn huffman(lits: &[u8], len: &[u8; 256], nsym: usize, hl: usize, out: &mut [u8]) -> Option<usize> {
+    let p = hl + tree_description(len, nsym, out.get_mut(hl..)?)?;
+    Some(p + huff_streams(lits, len, out.get_mut(p..)?)?)
 }
 
 /// The four Huffman streams of `lits` and their jump table, coded with
