@@ -257,66 +257,73 @@ fn literals(st: &mut Decoder, src: &[u8]) -> Option<(usize, usize)> {
     let body = src.get(hl..hl + cs)?;
     let (maxb, used) = tree(body, &mut st.huf)?;
     let data = &body[used..];
-    let huf = &st.huf;
     let lits = &mut st.lits[..n];
     if streams == 1 {
-        let mut r = BitR::new(data)?;
-        for o in lits.iter_mut() {
-            r.refill();
-            *o = huf_sym(&mut r, huf, maxb)?;
-        }
-        if !r.done() {
-            return None;
-        }
+        huf_one(data, &st.huf, maxb, lits)?;
     } else {
-        let jt = data.get(..6)?;
-        let s1 = u16::from_le_bytes([jt[0], jt[1]]) as usize;
-        let s2 = u16::from_le_bytes([jt[2], jt[3]]) as usize;
-        let s3 = u16::from_le_bytes([jt[4], jt[5]]) as usize;
-        let d = &data[6..];
-        let seg = n.div_ceil(4);
-        if 3 * seg > n {
-            return None;
-        }
-        let (a, b, c) = (s1, s1 + s2, s1 + s2 + s3);
-        let mut r0 = BitR::new(d.get(..a)?)?;
-        let mut r1 = BitR::new(d.get(a..b)?)?;
-        let mut r2 = BitR::new(d.get(b..c)?)?;
-        let mut r3 = BitR::new(d.get(c..)?)?;
-        let (o0, rest) = lits.split_at_mut(seg);
-        let (o1, rest) = rest.split_at_mut(seg);
-        let (o2, o3) = rest.split_at_mut(seg);
-        // the 4 streams in lockstep: 4 independent dependency chains
-        let n3 = o3.len();
-        let mut j = 0;
-        while j + 4 <= n3 {
-            r0.refill();
-            r1.refill();
-            r2.refill();
-            r3.refill();
-            for k in 0..4 {
-                o0[j + k] = huf_sym(&mut r0, huf, maxb)?;
-                o1[j + k] = huf_sym(&mut r1, huf, maxb)?;
-                o2[j + k] = huf_sym(&mut r2, huf, maxb)?;
-                o3[j + k] = huf_sym(&mut r3, huf, maxb)?;
-            }
-            j += 4;
-        }
-        let r = [&mut r0, &mut r1, &mut r2, &mut r3];
-        let mut ok = true;
-        for (x, o) in r.into_iter().zip([o0, o1, o2, o3]) {
-            let from = j.min(o.len());
-            for y in o[from..].iter_mut() {
-                x.refill();
-                *y = huf_sym(x, huf, maxb)?;
-            }
-            ok &= x.done();
-        }
-        if !ok {
-            return None;
-        }
+        huf_four(data, &st.huf, maxb, lits)?;
     }
     Some((n, hl + cs))
+}
+
+/// One Huffman stream, `data`, into `lits`.
+fn huf_one(data: &[u8], huf: &[(u8, u8); 1 << 11], maxb: u32, lits: &mut [u8]) -> Option<()> {
+    let mut r = BitR::new(data)?;
+    for o in lits.iter_mut() {
+        r.refill();
+        *o = huf_sym(&mut r, huf, maxb)?;
+    }
+    r.done().then_some(())
+}
+
+/// The jump table and four Huffman streams, `data`, into `lits`.
+#[inline(always)]
+fn huf_four(data: &[u8], huf: &[(u8, u8); 1 << 11], maxb: u32, lits: &mut [u8]) -> Option<()> {
+    let n = lits.len();
+    let jt = data.get(..6)?;
+    let s1 = u16::from_le_bytes([jt[0], jt[1]]) as usize;
+    let s2 = u16::from_le_bytes([jt[2], jt[3]]) as usize;
+    let s3 = u16::from_le_bytes([jt[4], jt[5]]) as usize;
+    let d = &data[6..];
+    let seg = n.div_ceil(4);
+    if 3 * seg > n {
+        return None;
+    }
+    let (a, b, c) = (s1, s1 + s2, s1 + s2 + s3);
+    let mut r0 = BitR::new(d.get(..a)?)?;
+    let mut r1 = BitR::new(d.get(a..b)?)?;
+    let mut r2 = BitR::new(d.get(b..c)?)?;
+    let mut r3 = BitR::new(d.get(c..)?)?;
+    let (o0, rest) = lits.split_at_mut(seg);
+    let (o1, rest) = rest.split_at_mut(seg);
+    let (o2, o3) = rest.split_at_mut(seg);
+    // the 4 streams in lockstep: 4 independent dependency chains
+    let n3 = o3.len();
+    let mut j = 0;
+    while j + 4 <= n3 {
+        r0.refill();
+        r1.refill();
+        r2.refill();
+        r3.refill();
+        for k in 0..4 {
+            o0[j + k] = huf_sym(&mut r0, huf, maxb)?;
+            o1[j + k] = huf_sym(&mut r1, huf, maxb)?;
+            o2[j + k] = huf_sym(&mut r2, huf, maxb)?;
+            o3[j + k] = huf_sym(&mut r3, huf, maxb)?;
+        }
+        j += 4;
+    }
+    let r = [&mut r0, &mut r1, &mut r2, &mut r3];
+    let mut ok = true;
+    for (x, o) in r.into_iter().zip([o0, o1, o2, o3]) {
+        let from = j.min(o.len());
+        for y in o[from..].iter_mut() {
+            x.refill();
+            *y = huf_sym(x, huf, maxb)?;
+        }
+        ok &= x.done();
+    }
+    ok.then_some(())
 }
 
 /// The Huffman tree description at the start of `body`, direct or
