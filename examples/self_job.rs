@@ -29,6 +29,10 @@
 //! with PAD/2. Any mix of two states fails the checksum, the pad or the
 //! a/b step check. tests/harness.rs duplicates this format.
 //!
+//! With `SELF_JOB_PAD_TEXT=1` the PAD bytes are text-like instead (lines
+//! of a simulation's log, as zstd -1 shrinks some 7x), derived the same
+//! way: for the tests and benchmarks of compression.
+//!
 //! Other knobs: `SELF_JOB_STEP_MS` [5] per step, `SELF_JOB_WRITE_US` [200]
 //! between 16 KiB chunks of a checkpoint, `SELF_JOB_EXIT=N` exits N right
 //! after `start`.
@@ -186,16 +190,36 @@ fn encode(step: u64, value: u64, part: u64, pad_len: usize) -> Vec<u8> {
     out
 }
 
-/// splitmix64 bytes seeded by the state, so that each state has its own.
+/// splitmix64 bytes seeded by the state, so that each state has its own;
+/// or, with SELF_JOB_PAD_TEXT=1, text lines made from them.
 fn pad(step: u64, value: u64, part: u64, len: usize) -> Vec<u8> {
     let mut x = step ^ value.rotate_left(29) ^ part.wrapping_mul(0xd1b5_4a32_d192_ed03);
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
+    let mut next = move || {
         x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = x;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend((z ^ (z >> 31)).to_le_bytes());
+        z ^ (z >> 31)
+    };
+    let text = env_num("SELF_JOB_PAD_TEXT", 0) == 1;
+    let mut out = Vec::with_capacity(len + 128);
+    let mut line = 0u64;
+    while out.len() < len {
+        let z = next();
+        if text {
+            const WORDS: [&str; 4] = ["stable", "rising", "falling", "stable"];
+            line += 1;
+            let word = WORDS[(z >> 62) as usize];
+            let _ = writeln!(
+                out,
+                "cell {:4}, pressure 1013.{:02}, velocity 0.{:03}, state {word}",
+                line % 4096,
+                z % 100,
+                (z >> 8) % 1000
+            );
+        } else {
+            out.extend(z.to_le_bytes());
+        }
     }
     out.truncate(len);
     out

@@ -42,6 +42,8 @@
 #                    if need be, as scripts/test.sh does [/tmp/ckptrun-dmtcp-4.2.0];
 #                    BENCH_COST_DMTCP=0 leaves the dmtcp job out
 #   BENCH_COST_PAD, BENCH_COST_STEPS, BENCH_COST_EVERY  [4194304, 2000, 150]
+#   BENCH_COST_TEXT=1  the self jobs' state text-like (SELF_JOB_PAD_TEXT=1:
+#                    lines of a simulation's log) instead of random bytes
 #   BENCH_COST_KEEP=1  keep the submit directories and the pool's logs
 #                    (they are kept anyway if the script fails)
 #   HTCONDOR_POOL_SCRIPT  [../shared/tools/htcondor-pool.sh]
@@ -55,7 +57,7 @@ examples=$(realpath "${CKPTRUN_EXAMPLES:-$repo/examples/htcondor}")
 pad=${BENCH_COST_PAD:-4194304}
 steps=${BENCH_COST_STEPS:-2000}
 every=${BENCH_COST_EVERY:-150}
-self_env="SELF_JOB_STEP_MS=5 SELF_JOB_QUIET=1 SELF_JOB_PAD=$pad SELF_JOB_CKPT_EVERY=$every SELF_JOB_WRITE_US=0"
+self_env="SELF_JOB_STEP_MS=5 SELF_JOB_QUIET=1 SELF_JOB_PAD=$pad SELF_JOB_CKPT_EVERY=$every SELF_JOB_WRITE_US=0 SELF_JOB_PAD_TEXT=${BENCH_COST_TEXT:-0}"
 
 # The job (the same for every ckptrun measured), then the shipped ckptrun
 # last, so that nothing built after it replaces it.
