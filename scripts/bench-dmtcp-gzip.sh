@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark for BENCHMARKS.md (issue 25): who should compress a DMTCP
-# job's images, DMTCP (its default: one `gzip -1` per image, as the image
-# is written) or ckptrun (DMTCP_GZIP=0: raw images, compressed by
-# ckptrun's codec as it commits them, where that halves them)? For each
+# job's images, DMTCP (DMTCP_GZIP=1, DMTCP's own default: one `gzip -1`
+# per image, as the image is written) or ckptrun (ckptrun's default:
+# `dmtcp_launch --no-gzip`, raw images, compressed by ckptrun's codec as
+# it commits them, where that pays)? For each
 # SIZE of the job's memory and each KIND of what it holds, interleaved,
 # medians (min-max) over RUNS:
 #   evict    from SIGTERM to ckptrun's exit (85): DMTCP's checkpoint, the
@@ -68,7 +69,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 one() {
     local who=$1 size=$2 fill=$3 pid t
     local env=()
-    [ "$who" = ckptrun ] && env=(DMTCP_GZIP=0)
+    [ "$who" = dmtcp ] && env=(DMTCP_GZIP=1)
     rm -rf ck new && mkdir ck && cp big ck/
     (cd ck && exec env "${env[@]}" "$ckptrun" --mode dmtcp --dmtcp-dir "$dmtcp" --log evict.log --stdout out -- ./big "$size" "$fill") &
     pid=$!
@@ -98,7 +99,7 @@ one() {
 echo "## Machine"
 echo "- $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r); /tmp: $(findmnt -T "$work" -o FSTYPE -n | head -1); DMTCP 4.2.0; ckptrun $(stat -c %s "$ckptrun") bytes; $runs runs each, interleaved"
 echo
-echo "| memory | figure | DMTCP's gzip -1 (default) | ckptrun's codec (DMTCP_GZIP=0) | ratio |"
+echo "| memory | figure | DMTCP's gzip -1 (DMTCP_GZIP=1) | ckptrun's codec (its default) | ratio |"
 echo "|---|---|---|---|---|"
 for kind in $kinds; do
     fill=$PWD/text
