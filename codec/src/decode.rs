@@ -4,17 +4,9 @@
 //! FSE-compressed, 1 or 4 streams); sequences with the predefined FSE
 //! tables. Anything else, or anything inconsistent, is `None`.
 
-use crate::{BLOCK, LL_BITS, LL_NORM, MAGIC, ML_BITS, ML_NORM, OF_NORM, highbit};
-
-static LL_BASE: [u32; 36] = [
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64,
-    128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536,
-];
-static ML_BASE: [u32; 53] = [
-    3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
-    28, 29, 30, 31, 32, 33, 34, 35, 37, 39, 41, 43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027,
-    2051, 4099, 8195, 16387, 32771, 65539,
-];
+use crate::codes::{LL_BASE, LL_BITS, LL_NORM, ML_BASE, ML_BITS, ML_NORM, OF_NORM};
+use crate::copy::{copy_match, wild};
+use crate::{BLOCK, MAGIC, highbit};
 
 #[derive(Clone, Copy, Default)]
 struct FseD {
@@ -501,57 +493,6 @@ fn huf_sym(r: &mut BitR, huf: &[(u8, u8); 1 << 11], maxb: u32) -> Option<u8> {
     }
     r.cb -= nb as u32;
     Some(sym)
-}
-
-/// copy src[s..s + n] to dst[d..d + n] in 16-byte steps (may write up to 15
-/// bytes past d + n, inside dst): no call to memcpy for short runs
-#[inline(always)]
-fn wild(dst: &mut [u8], d: usize, src: &[u8], s: usize, n: usize) -> Option<()> {
-    if d + n + 16 <= dst.len() && s + n + 16 <= src.len() {
-        let mut k = 0;
-        while k < n {
-            let v: [u8; 16] = src[s + k..s + k + 16].try_into().unwrap();
-            dst[d + k..d + k + 16].copy_from_slice(&v);
-            k += 16;
-        }
-        Some(())
-    } else {
-        dst.get_mut(d..d + n)?.copy_from_slice(src.get(s..s + n)?);
-        Some(())
-    }
-}
-
-/// copy `len` bytes from dst[p - off..] to dst[p..], overlapping allowed
-#[inline(always)]
-fn copy_match(dst: &mut [u8], p: usize, off: usize, len: usize) -> Option<()> {
-    let end = p.checked_add(len)?;
-    if off == 0 || off > p || end > dst.len() {
-        return None;
-    }
-    let mut m = p - off;
-    let mut d = p;
-    if off >= 16 && end + 16 <= dst.len() {
-        while d < end {
-            let v: [u8; 16] = dst[m..m + 16].try_into().unwrap();
-            dst[d..d + 16].copy_from_slice(&v);
-            d += 16;
-            m += 16;
-        }
-    } else if off >= 8 && end + 8 <= dst.len() {
-        while d < end {
-            let v: [u8; 8] = dst[m..m + 8].try_into().unwrap();
-            dst[d..d + 8].copy_from_slice(&v);
-            d += 8;
-            m += 8;
-        }
-    } else {
-        while d < end {
-            dst[d] = dst[m];
-            d += 1;
-            m += 1;
-        }
-    }
-    Some(())
 }
 
 fn block(

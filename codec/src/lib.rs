@@ -11,13 +11,26 @@
 //!
 //! Nothing here allocates: the caller hands over the working memory
 //! (`encode::Work`, `decode::Work`). No `unsafe` either.
+//!
+//! The files, each side's in its own folder:
+//! - `encode.rs`: the encoder and its frames (header, blocks, the
+//!   fallback to raw blocks); in `encode/`: `parse.rs` the LZ77 parse,
+//!   `literals.rs` the literals section, `huffman.rs` the Huffman code
+//!   and its tree description, `weights.rs` that description's weights
+//!   FSE-compressed, `sequences.rs` the sequences section, `fse.rs` the
+//!   FSE encoding tables, `bits.rs` the bit writer.
+//! - `decode.rs`: the decoder and its frames; in `decode/`:
+//!   `literals.rs`, `huffman.rs` (tree description, weights and
+//!   streams), `sequences.rs` (decoded and executed), `fse.rs` the FSE
+//!   decoding tables and table descriptions, `bits.rs` the bit reader.
+//! - `codes.rs`: the sequence codes' tables both sides share;
+//!   `copy.rs`: the short copies both sides make.
 
 #![no_std]
 #![forbid(unsafe_code)]
 
-#[cfg(test)]
-extern crate std;
-
+mod codes;
+mod copy;
 pub mod decode;
 pub mod encode;
 
@@ -32,30 +45,13 @@ pub const fn bound(n: usize) -> usize {
 
 const MAGIC: u32 = 0xFD2F_B528;
 
-// The predefined distributions (RFC 8878, 3.1.1.3.2.2).
-static LL_NORM: [i16; 36] = [
-    4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1,
-    -1, -1, -1, -1,
-];
-static ML_NORM: [i16; 53] = [
-    1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1,
-];
-static OF_NORM: [i16; 29] = [
-    1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1,
-];
-static LL_BITS: [u8; 36] = [
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11,
-    12, 13, 14, 15, 16,
-];
-static ML_BITS: [u8; 53] = [
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-];
-
+/// The index of the highest set bit of `x` (not 0).
 fn highbit(x: u32) -> u32 {
     31 - x.leading_zeros()
 }
+
+#[cfg(test)]
+extern crate std;
 
 #[cfg(test)]
 mod tests {
