@@ -4,12 +4,13 @@
 //! (`tar -xOf NAME.1 state | zstd -dc`).
 //!
 //! - Only where it pays: a sample of the file (SAMPLES pieces of SAMPLE
-//!   bytes, spread over it), and then the whole file, must shrink by a
-//!   tenth; otherwise the file is stored as it is (copied in the kernel:
-//!   see `writer`). So an incompressible state moves no more than raw and
-//!   costs no more to commit than a copy. Within a compressed file, a
-//!   block that does not shrink is stored raw inside its frame (3 bytes
-//!   more per 128 KiB): the random parts of a memory image cost nothing.
+//!   bytes, spread over it) must shrink by a tenth, or one of its pieces
+//!   to half, and then the whole file must shrink; otherwise the file is
+//!   stored as it is (copied in the kernel: see `writer`). So an
+//!   incompressible state moves no more than raw and costs no more to
+//!   commit than a copy. Within a compressed file, a block that does not
+//!   shrink is stored raw inside its frame (3 bytes more per 128 KiB):
+//!   the noise in a memory image costs next to nothing.
 //! - The frames go straight into the archive, behind the member's header:
 //!   a commit needs no room beyond the archive's.
 //! - Each frame is expanded again as it is made and compared with the
@@ -119,13 +120,16 @@ fn compress_here(from: BorrowedFd, len: u64, (into, at): (BorrowedFd, u64)) -> O
         done += n as u64;
         written += framed as u64;
     }
-    if written * 10 > len * 9 {
+    if written >= len {
         return None;
     }
     Some((written, hash.digest()))
 }
 
-/// Whether the sample of `from` shrinks by a tenth.
+/// Whether the sample of `from` shrinks by a tenth, or one of its pieces
+/// to half: a file that mixes noise with data that compresses (a memory
+/// image) is worth compressing, since its noise is stored raw in the
+/// frames.
 fn pays(
     encoder: &mut encode::Encoder,
     from: BorrowedFd,
@@ -133,15 +137,17 @@ fn pays(
     raw: &mut [u8],
     out: &mut [u8],
 ) -> Option<bool> {
-    let (mut sampled, mut framed) = (0u64, 0u64);
+    let (mut sampled, mut framed, mut halved) = (0u64, 0u64, false);
     for i in 0..SAMPLES {
         let at = (len * i / SAMPLES).min(len.saturating_sub(SAMPLE as u64));
         let n = (len - at).min(SAMPLE as u64) as usize;
         read_at(from, &mut raw[..n], at).ok()?;
-        framed += encoder.frame(&raw[..n], out)? as u64;
+        let piece = encoder.frame(&raw[..n], out)?;
+        halved |= piece * 2 <= n;
+        framed += piece as u64;
         sampled += n as u64;
     }
-    Some(framed * 10 <= sampled * 9)
+    Some(halved || framed * 10 <= sampled * 9)
 }
 
 /// Expands the frames of a compressed member (`stored` bytes at `offset`
