@@ -221,3 +221,35 @@ fn each_checkpoint_uploads_one_generation_and_the_end_only_the_outputs() {
     assert!(end < outputs, "dmtcp --keep 2: the end sent {end} bytes");
     no_slot_came_back(&dmtcp2);
 }
+
+#[test]
+fn a_text_like_state_uploads_compressed() {
+    // The same stand-in with a text-like state (SELF_JOB_PAD_TEXT=1,
+    // lines of a simulation's log: zstd -1 makes some 0.5 MB of its
+    // 4 MiB), under HTCondor's recipe and under self.sub: each of
+    // ckptrun's checkpoint uploads must weigh at most half the recipe's
+    // (measured: 0.21x), for the same result.
+    let Some(pool) = pool::pool() else {
+        return;
+    };
+    let (Some(recipe_dir), Some(self_text)) = (self_dir("cost-text-recipe"), self_dir("cost-text"))
+    else {
+        return;
+    };
+    let env = format!("\"{SELF_ENV} SELF_JOB_PAD_TEXT=1\"");
+    recipe_dir.write("recipe.sub", RECIPE);
+    let recipe = recipe_dir.submit("recipe.sub", &[("environment", &env)]);
+    let job = self_text.submit_example("self", &[("environment", &env)]);
+    for job in [&recipe, &job] {
+        assert_eq!(job.exit_code(LIMIT), 0, "job {}", job.id);
+    }
+    assert_eq!(
+        self_text.read_text("result"),
+        recipe_dir.read_text("result")
+    );
+    let recipe_sent = uploads(pool, &recipe.id);
+    let reference = median(recipe_sent[..recipe_sent.len() - 1].to_vec());
+    let half = (reference as f64 / 2.0 / 1.05) as u64;
+    each_checkpoint_at_most("self, text-like state", &uploads(pool, &job.id), half);
+    no_slot_came_back(&self_text);
+}
