@@ -26,7 +26,8 @@ find "$(rustc --print sysroot)/lib/rustlib/src/rust/library" -name '*.rs' | sort
 for _ in $(seq $((bytes / $(stat -c %s "$work/one") + 1))); do cat "$work/one"; done > "$work/all"
 head -c "$bytes" "$work/all" > "$work/text" && rm "$work/one" "$work/all"
 (cd "$work" && SELF_JOB_PAD_TEXT=1 SELF_JOB_PAD=$bytes SELF_JOB_CKPT_EVERY=1 SELF_JOB_QUIET=1 \
-    "$OLDPWD/target/x86_64-unknown-linux-musl/release/examples/self_job" log 1 result || [ $? = 17 ])
+    "$OLDPWD/target/x86_64-unknown-linux-musl/release/examples/self_job" log 5 result || [ $? = 17 ])
+[ -s "$work/log" ]
 head -c "$bytes" /dev/urandom > "$work/random"
 head -c "$bytes" /dev/zero > "$work/zeros"
 
