@@ -78,13 +78,18 @@ mod tests {
         out
     }
 
+    /// One step of xorshift64: the tests' reproducible noise.
+    fn xorshift(x: &mut u64) {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+    }
+
     fn noise(n: usize, seed: u64) -> Vec<u8> {
         let mut x = seed;
         (0..n)
             .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                xorshift(&mut x);
                 x as u8
             })
             .collect()
@@ -126,9 +131,7 @@ mod tests {
         let mut x = seed;
         (0..n)
             .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                xorshift(&mut x);
                 let b = (x >> 8) as u8 as u64;
                 match x & 7 {
                     0 => b as u8,
@@ -145,9 +148,7 @@ mod tests {
     fn shaped(n: usize, seed: u64) -> Vec<u8> {
         let mut x = seed;
         let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             x
         };
         let top = 1 + (next() % 255) as usize;
@@ -321,9 +322,7 @@ mod tests {
         let mut out = vec![0u8; data.len()];
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..3000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let mut bad = frame.clone();
             let at = (x % len as u64) as usize;
             bad[at] ^= 1 << ((x >> 32) % 8);
