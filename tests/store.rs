@@ -14,17 +14,37 @@ use common::*;
 
 const STORE: &str = "ckptrun.store";
 
-/// The job: `state` holds its run count (then PAD zero bytes); runs 1 to
-/// N-1 checkpoint, run N writes `result`.
-const JOB: &str = r#"n=$(head -n1 state 2>/dev/null || echo 0)
+/// The job: `state` holds its run count, then what `fill` writes; runs 1
+/// to N-1 checkpoint, run N writes `result`.
+fn counting_job(fill: &str) -> String {
+    format!(
+        r#"n=$(head -n1 state 2>/dev/null || echo 0)
 n=$((n + 1))
-{ echo "$n"; head -c "${PAD:-0}" /dev/zero; } > state || exit 9
-[ "$n" -lt "${N:-3}" ] && exit 17
-echo "done after $n runs" > result"#;
+{{ echo "$n"; {fill}; }} > state || exit 9
+[ "$n" -lt "${{N:-3}}" ] && exit 17
+echo "done after $n runs" > result"#
+    )
+}
 
-/// `ckptrun --mode self --ckpt state --job-ckpt-exit 17 EXTRA... -- sh -c JOB`.
+/// The job with PAD zero bytes after the count.
+fn zero_job() -> String {
+    counting_job(r#"head -c "${PAD:-0}" /dev/zero"#)
+}
+
+/// The job with an incompressible state: PAD random bytes.
+fn random_job() -> String {
+    counting_job(r#"head -c "${PAD:-0}" /dev/urandom"#)
+}
+
+/// The job with a text-like state of some 2 MB: lines a simulation might
+/// write, which compress.
+fn text_job() -> String {
+    counting_job(r#"seq -f "step,%g,velocity,0.125,pressure,1013.25" 1 50000"#)
+}
+
+/// `ckptrun --mode self --ckpt state --job-ckpt-exit 17 EXTRA... -- sh -c` the zero job.
 fn job(sandbox: &Sandbox, extra: &[&str]) -> Command {
-    job_of(sandbox, extra, JOB)
+    job_of(sandbox, extra, &zero_job())
 }
 
 /// `script` as the job, under ckptrun in `sandbox` with `extra` options.
@@ -404,21 +424,7 @@ fn a_full_disk_fails_the_commit_cleanly_and_the_next_start_works() {
     };
     let with_pad = |pad: &str, code: i32| {
         // Random bytes: the store would compress zeros to nothing.
-        let mut cmd = in_disk.ckptrun([
-            "--mode",
-            "self",
-            "--ckpt",
-            "state",
-            "--job-ckpt-exit",
-            "17",
-            "--keep",
-            "0",
-            "--",
-            "sh",
-            "-c",
-            RANDOM_JOB,
-        ]);
-        cmd.env_remove("_CONDOR_JOB_AD");
+        let mut cmd = job_of(&in_disk, &["--keep", "0"], &random_job());
         let out = run(cmd.env("PAD", pad).env("N", "4"));
         assert_eq!(out.code(), Some(code), "PAD={pad}: {}", out.stderr);
         out.stderr
@@ -467,7 +473,7 @@ fn an_io_error_in_the_commit_keeps_the_last_generation() {
         .arg("inject=fsync:error=EIO:when=1")
         .arg(CKPTRUN)
         .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
-        .args(["--", "sh", "-c", JOB])
+        .args(["--", "sh", "-c", &zero_job()])
         .current_dir(&sandbox.dir)
         .env_remove("_CONDOR_JOB_AD");
     let out = run(cmd);
@@ -531,13 +537,6 @@ fn periodic_commits_that_keep_failing_end_the_job_after_one_retry() {
     );
 }
 
-/// JOB with an incompressible state: PAD random bytes.
-const RANDOM_JOB: &str = r#"n=$(head -n1 state 2>/dev/null || echo 0)
-n=$((n + 1))
-{ echo "$n"; head -c "${PAD:-0}" /dev/urandom; } > state || exit 9
-[ "$n" -lt "${N:-3}" ] && exit 17
-echo "done after $n runs" > result"#;
-
 #[test]
 fn a_commit_needs_room_for_k_plus_2_copies_and_makes_more_from_the_oldest() {
     let sandbox = Sandbox::new("disk-k2");
@@ -545,7 +544,7 @@ fn a_commit_needs_room_for_k_plus_2_copies_and_makes_more_from_the_oldest() {
         return;
     };
     let run_with = |keep: &str| {
-        let mut cmd = job_of(&disk, &["--keep", keep], RANDOM_JOB);
+        let mut cmd = job_of(&disk, &["--keep", keep], &random_job());
         cmd.env("PAD", (7 << 20).to_string()).env("N", "9");
         let out = run(cmd);
         assert_eq!(out.code(), Some(85), "--keep {keep}: {}", out.stderr);
@@ -585,7 +584,7 @@ fn a_failed_commit_leaves_every_slot_a_transfer_list_names() {
     )
     .unwrap();
     let run_with = |pad: u64, code: i32| {
-        let mut cmd = job_of(&disk, &[], RANDOM_JOB);
+        let mut cmd = job_of(&disk, &[], &random_job());
         cmd.env("_CONDOR_JOB_AD", &ad)
             .env("PAD", pad.to_string())
             .env("N", "9");
@@ -609,31 +608,12 @@ fn a_failed_commit_leaves_every_slot_a_transfer_list_names() {
     );
 }
 
-/// JOB with a text-like state of some 2 MB: lines a simulation might
-/// write, which compress.
-const TEXT_JOB: &str = r#"n=$(head -n1 state 2>/dev/null || echo 0)
-n=$((n + 1))
-{ echo "$n"; seq -f "step,%g,velocity,0.125,pressure,1013.25" 1 50000; } > state || exit 9
-[ "$n" -lt "${N:-3}" ] && exit 17
-echo "done after $n runs" > result"#;
-
 #[test]
 fn a_compressible_state_is_stored_compressed_checked_by_hand_and_damage_is_caught() {
     let sandbox = Sandbox::new("compressed");
     let run_text = |code: i32| {
-        let mut cmd = sandbox.ckptrun([
-            "--mode",
-            "self",
-            "--ckpt",
-            "state",
-            "--job-ckpt-exit",
-            "17",
-            "--",
-            "sh",
-            "-c",
-            TEXT_JOB,
-        ]);
-        cmd.env_remove("_CONDOR_JOB_AD").env("N", "4");
+        let mut cmd = job_of(&sandbox, &[], &text_job());
+        cmd.env("N", "4");
         let out = run(cmd);
         assert_eq!(out.code(), Some(code), "{}", out.stderr);
         out.stderr

@@ -61,13 +61,11 @@ pub fn worth_trying(len: u64) -> bool {
     (MIN..MAX).contains(&len)
 }
 
-/// Compresses the first `len` bytes of `from` into `into` at `at`, in a
-/// child: what it made. `AsItIs` also when no child could do it (the
-/// caller then stores the file as it is, over what the child wrote).
+/// Compresses the first `len` bytes of `from` (a length `worth_trying`)
+/// into `into` at `at`, in a child: what it made. `AsItIs` also when no
+/// child could do it (the caller then stores the file as it is, over what
+/// the child wrote).
 pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd, at: u64) -> Packed {
-    if !worth_trying(len) {
-        return Packed::AsItIs;
-    }
     let child = Beside::<3>::start(|| {
         Some(match compress_here(from, len, (into, at)) {
             Some((len, hash)) => [1, len, hash],
