@@ -1,7 +1,7 @@
 //! The sequence codes' tables (RFC 8878, 3.1.1.3.2): the predefined FSE
-//! distributions of the literal length, match length and offset codes,
-//! which are all the encoder uses and the decoder accepts, and what each
-//! length code stands for. `static`, not `const`: a static is one symbol
+//! distributions of the literal length, match length and offset codes
+//! (a block may describe its own instead), and what each length code
+//! stands for. `static`, not `const`: a static is one symbol
 //! of this crate, placed with the codec's code (ckptrun's build.rs,
 //! `place_the_codec_apart`), where a const's copies would land in the
 //! caller's read-only data.

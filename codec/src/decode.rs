@@ -2,7 +2,8 @@
 //! segment, no dictionary, no checksum; raw, RLE and compressed blocks;
 //! raw, RLE and Huffman literals (the tree's weights direct or
 //! FSE-compressed, 1 or 4 streams); sequences with the predefined FSE
-//! tables. Anything else, or anything inconsistent, is `None`.
+//! tables, RLE, or tables of their own (not the repeat mode). Anything
+//! else, or anything inconsistent, is `None`.
 //!
 //! This file: the decoder, its working memory, the frame's header and
 //! blocks; a compressed block's sections are read in `decode/` (see the
@@ -95,7 +96,7 @@ fn block(
 ) -> Option<usize> {
     let (nl, used) = literals(&mut st.lits, src)?;
     let s = src.get(used..)?;
-    sequences(&st.codes, (st.lits.buf, nl), s, dst, p, rep)
+    sequences(&mut st.codes, (st.lits.buf, nl), s, dst, p, rep)
 }
 
 /// One frame of `src` into `dst`.

@@ -1,7 +1,9 @@
 //! Writes frames (see the crate's notes): each block parsed greedily
-//! (a hash of 6 bytes, one probe, the last offset tried first), its
-//! literals Huffman-coded where that pays, its sequences with the
-//! predefined FSE tables; a block that does not shrink is stored raw.
+//! (a hash of 6 bytes, one probe, the last offset tried first, and
+//! tried again a few bytes on before a far match is taken), its literals
+//! Huffman-coded where that pays, each of its sequences' codes with the
+//! predefined FSE table, RLE, or a table fitted to the block, whichever
+//! is cheapest; a block that does not shrink is stored raw.
 //! Blocks may refer back into the earlier blocks of their frame.
 //!
 //! This file: the encoder, its working memory, the frame and the block
@@ -12,6 +14,7 @@ mod bits;
 mod fse;
 mod huffman;
 mod literals;
+mod ncount;
 mod parse;
 mod sequences;
 mod weights;
@@ -80,7 +83,7 @@ fn block(
 ) -> Option<usize> {
     let (nl, ns, r) = parse(st.table, st.lits, st.seqs, src, b0, b1, *rep)?;
     let p = literals(&st.lits[..nl], out)?;
-    let sz = sequences(st.seqs, ns, &st.codes, out.get_mut(p..)?)?;
+    let sz = sequences(st.seqs, ns, &mut st.codes, out.get_mut(p..)?)?;
     *rep = r;
     Some(p + sz)
 }

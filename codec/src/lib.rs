@@ -4,7 +4,9 @@
 //! stored raw, as one repeated byte, or compressed: a greedy LZ77 parse,
 //! literals Huffman-coded (the tree's weights in the direct 4-bit form or
 //! FSE-compressed, whichever is smaller), sequences coded with the
-//! predefined FSE distributions. Any zstd decoder (`zstd -d`) reads what
+//! predefined FSE distributions or with tables fitted to each block
+//! (described in it; RFC 8878's FSE and RLE modes, not its repeat mode).
+//! Any zstd decoder (`zstd -d`) reads what
 //! `encode` writes; `decode` reads only this subset, and refuses anything
 //! else or anything inconsistent (`None`), never panicking and never
 //! writing outside its output.
@@ -17,8 +19,10 @@
 //!   fallback to raw blocks); in `encode/`: `parse.rs` the LZ77 parse,
 //!   `literals.rs` the literals section, `huffman.rs` the Huffman code
 //!   and its tree description, `weights.rs` that description's weights
-//!   FSE-compressed, `sequences.rs` the sequences section, `fse.rs` the
-//!   FSE encoding tables, `bits.rs` the bit writer.
+//!   FSE-compressed, `sequences.rs` the sequences section and its
+//!   tables, `ncount.rs` normalized counts and their description (both
+//!   use them), `fse.rs` the FSE encoding tables, `bits.rs` the bit
+//!   writer.
 //! - `decode.rs`: the decoder and its frames; in `decode/`:
 //!   `literals.rs`, `huffman.rs` (tree description, weights and
 //!   streams), `sequences.rs` (decoded and executed), `fse.rs` the FSE
@@ -206,6 +210,61 @@ mod tests {
         (typ, (typ == 2).then(|| lits[hl]))
     }
 
+    /// Where the first block's sequences section starts: past the frame
+    /// header, the block header and its literals section.
+    fn first_sequences(frame: &[u8]) -> usize {
+        let head = 5 + [1, 2, 4, 8][frame[4] as usize >> 6];
+        assert_eq!((frame[head] >> 1) & 3, 2, "a compressed block");
+        let b = &frame[head + 3..];
+        let (typ, sf) = (b[0] & 3, (b[0] as usize >> 2) & 3);
+        let v = u64::from_le_bytes(b[..8].try_into().unwrap());
+        let len = match (typ, sf) {
+            (0 | 1, 0 | 2) => {
+                1 + if typ == 0 {
+                    (v as usize >> 3) & 0x1f
+                } else {
+                    1
+                }
+            }
+            (0 | 1, 1) => {
+                2 + if typ == 0 {
+                    (v as usize >> 4) & 0xfff
+                } else {
+                    1
+                }
+            }
+            (0 | 1, _) => {
+                3 + if typ == 0 {
+                    (v as usize >> 4) & 0xfffff
+                } else {
+                    1
+                }
+            }
+            (_, 0 | 1) => 3 + ((v >> 14) & 0x3ff) as usize,
+            (_, 2) => 4 + ((v >> 18) & 0x3fff) as usize,
+            _ => 5 + ((v >> 22) & 0x3ffff) as usize,
+        };
+        head + 3 + len
+    }
+
+    /// The first block's sequences' compression modes byte.
+    fn first_modes(frame: &[u8]) -> u8 {
+        let s = &frame[first_sequences(frame)..];
+        s[[1, 1, 2, 3][(s[0] >= 128) as usize + (s[0] == 255) as usize]]
+    }
+
+    #[test]
+    fn sequence_codes_get_tables_of_their_own() {
+        // many short matches: every code fitted (mode 2) or predefined
+        let modes = first_modes(&encode(&text(1 << 20, 22)));
+        assert!(
+            [modes >> 6, (modes >> 4) & 3, (modes >> 2) & 3].contains(&2),
+            "{modes:#x}"
+        );
+        // one match a block: every code one symbol (RLE, mode 1)
+        assert_eq!(first_modes(&encode(&vec![b'x'; 1 << 20])), 0b0101_0100);
+    }
+
     #[test]
     fn frames_round_trip_whatever_the_data() {
         for n in [0, 1, 7, 255, 256, 4096, 65791, 131072, 131073, 1 << 20] {
@@ -270,6 +329,8 @@ mod tests {
             skewed(300_000, 17),
             text(200_000, 18),
             noise(70_000, 19),
+            vec![b'x'; 300_000],
+            text(700_000, 23),
         ];
         for seed in 0..60 {
             inputs.push(shaped(1500 + seed * 2500, seed as u64 + 500));
@@ -331,10 +392,12 @@ mod tests {
             let cut = (x >> 20) as usize % len;
             assert_eq!(dec.frame(&frame[..cut], &mut out), None, "cut at {cut}");
         }
-        // One block's frame: the flips are where the tree is.
+        // One block's frame: the flips are where the tree is, then where
+        // the sequences' tables are.
         let frame = encode(&data[..20_000]);
         let mut out = vec![0u8; 20_000];
-        for at in 7..7 + 3 + 5 + 128 {
+        let seqs = first_sequences(&frame);
+        for at in (7..7 + 3 + 5 + 128).chain(seqs..(seqs + 200).min(frame.len())) {
             for bit in 0..8 {
                 let mut bad = frame.clone();
                 bad[at] ^= 1 << bit;

@@ -1,7 +1,7 @@
 //! FSE decoding tables (RFC 8878, 4.1): built from normalized counts,
-//! those of the predefined distributions (the sequences) or those an
-//! FSE table description gives (a block's Huffman weights), and the
-//! reading of such a description.
+//! those of the predefined distributions or those an FSE table
+//! description gives (a block's sequence codes or Huffman weights), and
+//! the reading of such a description.
 
 use crate::highbit;
 
@@ -14,9 +14,12 @@ pub(super) struct FseD {
     pub(super) base: u16,
 }
 
-/// The decoding table of the normalized counts `norm` at accuracy log
-/// `log` into `t`.
-pub(super) fn fse_table(norm: &[i16], log: u32, t: &mut [FseD; 64]) {
+/// The most states a table has: accuracy log 9, the sequences' largest.
+pub(super) const STATES: usize = 1 << 9;
+
+/// The decoding table of the normalized counts `norm` (at most 53, summing
+/// to 1 << log) at accuracy log `log` (0 to 9) into `t`.
+pub(super) fn fse_table(norm: &[i16], log: u32, t: &mut [FseD; STATES]) {
     let size = 1usize << log;
     let mask = size - 1;
     let step = (size >> 1) + (size >> 3) + 3;
@@ -51,10 +54,14 @@ pub(super) fn fse_table(norm: &[i16], log: u32, t: &mut [FseD; 64]) {
     }
 }
 
-/// An FSE table description (RFC 8878, 4.1.1) for Huffman weights
-/// (accuracy log 5 or 6, symbols up to 12) into `norm`: (the accuracy
-/// log, the number of symbols, the description's size in bytes).
-pub(super) fn read_ncount(src: &[u8], norm: &mut [i16; 13]) -> Option<(u32, usize, usize)> {
+/// An FSE table description (RFC 8878, 4.1.1) of at most `max_log` and
+/// `norm.len()` symbols into `norm`: (the accuracy log, the number of
+/// symbols, the description's size in bytes).
+pub(super) fn read_ncount(
+    src: &[u8],
+    max_log: u32,
+    norm: &mut [i16],
+) -> Option<(u32, usize, usize)> {
     let mut pos = 0;
     let get = |nb: u32, pos: &mut usize, keep: bool| -> Option<u32> {
         let v = bits_at(src, *pos, nb)?;
@@ -64,7 +71,7 @@ pub(super) fn read_ncount(src: &[u8], norm: &mut [i16; 13]) -> Option<(u32, usiz
         Some(v)
     };
     let log = get(4, &mut pos, true)? + 5;
-    if log > 6 {
+    if log > max_log {
         return None;
     }
     let mut remaining = (1i32 << log) + 1;
@@ -76,12 +83,12 @@ pub(super) fn read_ncount(src: &[u8], norm: &mut [i16; 13]) -> Option<(u32, usiz
             loop {
                 let z = get(2, &mut pos, true)?;
                 s += z as usize;
-                if z < 3 || s > 12 {
+                if z < 3 || s >= norm.len() {
                     break;
                 }
             }
         }
-        if s > 12 {
+        if s >= norm.len() {
             return None;
         }
         // values below `max` take nb - 1 bits, the others nb

@@ -3,7 +3,7 @@
 //! decoded with it, four in lockstep for speed.
 
 use super::bits::BitR;
-use super::fse::{FseD, fse_table, read_ncount};
+use super::fse::{FseD, STATES, fse_table, read_ncount};
 use crate::highbit;
 
 /// The decoding table: (symbol, bits) for each value of the next 11 bits
@@ -138,8 +138,8 @@ fn huf_table(w: &mut [u8; 256], nw: usize, huf: &mut HufTable) -> Option<u32> {
 /// with one symbol, 255 weights are the limit.
 fn fse_weights(src: &[u8], w: &mut [u8; 256]) -> Option<usize> {
     let mut norm = [0i16; 13];
-    let (log, nsym, used) = read_ncount(src, &mut norm)?;
-    let mut t = [FseD::default(); 64];
+    let (log, nsym, used) = read_ncount(src, 6, &mut norm)?;
+    let mut t = [FseD::default(); STATES];
     fse_table(&norm[..nsym], log, &mut t);
     let mut r = BitR::new(src.get(used..)?)?;
     let mut st = [r.read(log)? as usize, r.read(log)? as usize];

@@ -1,32 +1,83 @@
-//! The sequences section of a compressed block (RFC 8878, 3.1.1.3.2),
-//! with the predefined FSE distributions only: each sequence decoded
-//! and executed at once, its literals and its match copied into the
-//! output. The decoder's hot loop.
+//! The sequences section of a compressed block (RFC 8878, 3.1.1.3.2):
+//! each code's table (predefined, RLE, or described in the section; the
+//! repeat mode, which `encode` never writes, is refused), then each
+//! sequence decoded and executed at once, its literals and its match
+//! copied into the output. The decoder's hot loop.
 
 use super::bits::BitR;
-use super::fse::{FseD, fse_table};
+use super::fse::{FseD, STATES, fse_table, read_ncount};
 use crate::codes::{LL_BASE, LL_BITS, LL_NORM, ML_BASE, ML_BITS, ML_NORM, OF_NORM};
 use crate::copy::{copy_match, wild};
 
-/// The decoding tables of the three predefined distributions, built once
-/// by `Decoder::new`.
+/// The tables of the three codes: the predefined ones, built once by
+/// `Decoder::new`, and the room for a block's own.
 pub(super) struct Codes {
-    ll: [FseD; 64],
-    ml: [FseD; 64],
-    of: [FseD; 64],
+    ll: Code,
+    ml: Code,
+    of: Code,
 }
 
 impl Codes {
     pub(super) fn new() -> Self {
-        let mut c = Codes {
-            ll: [FseD::default(); 64],
-            ml: [FseD::default(); 64],
-            of: [FseD::default(); 64],
+        Codes {
+            ll: Code::new(&LL_NORM, 6, 9, 36),
+            ml: Code::new(&ML_NORM, 6, 9, 53),
+            of: Code::new(&OF_NORM, 5, 8, 32),
+        }
+    }
+}
+
+/// One code's tables: the predefined distribution at accuracy log
+/// `log`, and a block's own, of at most `max_log` and `symbols`.
+struct Code {
+    predefined: [FseD; STATES],
+    log: u32,
+    max_log: u32,
+    symbols: usize,
+    own: [FseD; STATES],
+}
+
+impl Code {
+    fn new(norm: &[i16], log: u32, max_log: u32, symbols: usize) -> Self {
+        let mut c = Code {
+            predefined: [FseD::default(); STATES],
+            log,
+            max_log,
+            symbols,
+            own: [FseD::default(); STATES],
         };
-        fse_table(&LL_NORM, 6, &mut c.ll);
-        fse_table(&ML_NORM, 6, &mut c.ml);
-        fse_table(&OF_NORM, 5, &mut c.of);
+        fse_table(norm, log, &mut c.predefined);
         c
+    }
+
+    /// The table a block's compression mode `mode` names, its description
+    /// read from s[*q..] (q moved past it): (its states, its accuracy log).
+    fn table(&mut self, mode: u8, s: &[u8], q: &mut usize) -> Option<(&[FseD], u32)> {
+        match mode {
+            0 => Some((&self.predefined[..1 << self.log], self.log)),
+            1 => {
+                let sym = *s.get(*q)?;
+                *q += 1;
+                if sym as usize >= self.symbols {
+                    return None;
+                }
+                self.own[0] = FseD {
+                    sym,
+                    nb: 0,
+                    base: 0,
+                };
+                Some((&self.own[..1], 0))
+            }
+            2 => {
+                let mut norm = [0i16; 53];
+                let norm = &mut norm[..self.symbols];
+                let (log, n, used) = read_ncount(s.get(*q..)?, self.max_log, norm)?;
+                *q += used;
+                fse_table(&norm[..n], log, &mut self.own);
+                Some((&self.own[..1 << log], log))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -36,7 +87,7 @@ impl Codes {
 /// into its one caller, whose body it was (decode.rs, `block`).
 #[inline(always)]
 pub(super) fn sequences(
-    codes: &Codes,
+    codes: &mut Codes,
     (lits, nl): (&[u8], usize),
     s: &[u8],
     dst: &mut [u8],
@@ -46,17 +97,22 @@ pub(super) fn sequences(
     let (ns, mut q) = count(s)?;
     let mut lp = 0; // next literal
     if ns > 0 {
-        if *s.get(q)? != 0 {
-            return None; // not all predefined
-        }
+        let modes = *s.get(q)?;
         q += 1;
+        if modes & 3 != 0 {
+            return None;
+        }
+        let Codes { ll, ml, of } = codes;
+        let (lt, llog) = ll.table(modes >> 6, s, &mut q)?;
+        let (ot, olog) = of.table((modes >> 4) & 3, s, &mut q)?;
+        let (mt, mlog) = ml.table((modes >> 2) & 3, s, &mut q)?;
         let mut r = BitR::new(s.get(q..)?)?;
-        let mut sl = r.read(6)? as usize;
-        let mut so = r.read(5)? as usize;
-        let mut sm = r.read(6)? as usize;
+        let mut sl = r.read(llog)? as usize;
+        let mut so = r.read(olog)? as usize;
+        let mut sm = r.read(mlog)? as usize;
         for i in 0..ns {
             r.refill();
-            let (le, me, oe) = (codes.ll[sl], codes.ml[sm], codes.of[so]);
+            let (le, me, oe) = (*lt.get(sl)?, *mt.get(sm)?, *ot.get(so)?);
             let (ofb, ml, ll) = values(&mut r, le.sym, me.sym, oe.sym)?;
             let off = offset(ofb, ll, rep);
             // execute
@@ -73,9 +129,6 @@ pub(super) fn sequences(
                 sl = le.base as usize + r.read(le.nb as u32)? as usize;
                 sm = me.base as usize + r.read(me.nb as u32)? as usize;
                 so = oe.base as usize + r.read(oe.nb as u32)? as usize;
-                if sl >= 64 || sm >= 64 || so >= 32 {
-                    return None;
-                }
             }
         }
         if !r.done() {

@@ -1,15 +1,20 @@
 //! FSE encoding tables (RFC 8878, 4.1): built from normalized counts,
-//! those of the predefined distributions (the sequences) or of a block's
-//! Huffman weights; and the coding of a symbol with one.
+//! those of the predefined distributions, of a block's sequence codes, or
+//! of its Huffman weights; and the coding of a symbol with one.
 
 use super::bits::BitW;
 use crate::highbit;
 
-/// FSE compression table: one of the predefined distributions, or a
-/// block's Huffman weights (at most 53 symbols, accuracy log at most 6).
+/// The most states a table has: accuracy log 9, the sequences' largest.
+const STATES: usize = 1 << 9;
+
+/// FSE compression table: one of the predefined distributions, a block's
+/// own for the sequences' codes, or its Huffman weights' (at most 53
+/// symbols, accuracy log 0 to 9; log 0 is one symbol that takes no bits,
+/// RFC 8878's RLE mode).
 pub(super) struct FseC {
     pub(super) log: u32,
-    state: [u16; 64],
+    state: [u16; STATES],
     delta_nb: [u32; 53],
     delta_find: [i32; 53],
 }
@@ -17,12 +22,12 @@ pub(super) struct FseC {
 impl FseC {
     pub(super) fn new(norm: &[i16], log: u32) -> FseC {
         let size = 1usize << log;
-        let mut sym = [0u8; 64];
+        let mut sym = [0u8; STATES];
         let mut cumul = [0u32; 54];
         spread(norm, log, &mut sym, &mut cumul);
         let mut t = FseC {
             log,
-            state: [0; 64],
+            state: [0; STATES],
             delta_nb: [0; 53],
             delta_find: [0; 53],
         };
@@ -69,7 +74,7 @@ impl FseC {
 /// The symbols of `norm` spread over the table's states `sym` (RFC 8878,
 /// 4.1.1), the ones of count -1 at the top, and `cumul`, each symbol's
 /// first index among the states sorted by symbol.
-fn spread(norm: &[i16], log: u32, sym: &mut [u8; 64], cumul: &mut [u32; 54]) {
+fn spread(norm: &[i16], log: u32, sym: &mut [u8; STATES], cumul: &mut [u32; 54]) {
     let size = 1usize << log;
     let mask = size - 1;
     let step = (size >> 1) + (size >> 3) + 3;

@@ -6,6 +6,7 @@
 
 use super::bits::BitW;
 use super::fse::FseC;
+use super::ncount::{NCOUNT_MAX, normalize, write_ncount};
 
 /// The weights `w` FSE-compressed (RFC 8878, 4.2.1.2), header byte
 /// included, at whichever accuracy log (5 or 6) is smaller: the size, or
@@ -39,7 +40,9 @@ pub(super) fn fse_weights(w: &[u8], out: &mut [u8; 160]) -> Option<usize> {
 /// `fse_weights` at one accuracy log, with the normalized counts `norm`.
 fn fse_weights_with(w: &[u8], norm: &[i16; 12], log: u32, out: &mut [u8; 160]) -> Option<usize> {
     let top = norm.iter().rposition(|&c| c > 0)?;
-    let h = 1 + write_ncount(&norm[..=top], log, &mut out[1..]);
+    let mut desc = [0u8; NCOUNT_MAX];
+    let h = 1 + write_ncount(&norm[..=top], log, &mut desc);
+    out[1..h].copy_from_slice(&desc[..h - 1]);
     let t = FseC::new(&norm[..=top], log);
     let mut bw = BitW::new(&mut out[h..]);
     // Two states over one table: state 1 codes the even-indexed weights,
@@ -69,102 +72,4 @@ fn fse_weights_with(w: &[u8], norm: &[i16; 12], log: u32, out: &mut [u8; 160]) -
     let size = h + bw.close()?;
     out[0] = u8::try_from(size - 1).ok().filter(|&b| b < 128)?;
     Some(size)
-}
-
-/// `cnt` scaled to normalized counts summing to exactly 1 << log, every
-/// symbol present at least 1. Rounding leaves the sum a few off (at most
-/// 12 symbols); each step then moves one count where it costs the fewest
-/// bits (about c / (n - 1/2) to take one from a count n of c symbols, and
-/// c / (n + 1/2) gained by adding one).
-fn normalize(cnt: &[u32; 12], log: u32, norm: &mut [i16; 12]) {
-    let size = 1u64 << log;
-    let total: u64 = cnt.iter().map(|&c| c as u64).sum();
-    let mut sum = 0;
-    for (n, &c) in norm.iter_mut().zip(cnt) {
-        *n = match c {
-            0 => 0,
-            c => ((c as u64 * size + total / 2) / total).max(1) as i16,
-        };
-        sum += *n as u64;
-    }
-    while sum != size {
-        let d = if sum > size { -1 } else { 1 };
-        let s = cheapest_step(cnt, norm, d);
-        norm[s] += d as i16;
-        sum = (sum as i64 + d) as u64;
-    }
-}
-
-/// The count to take one from (`d` = -1) or add one to (`d` = 1) for the
-/// fewest bits lost or the most gained: the smallest or largest
-/// c / (2 n + d), among the counts that stay at least 1.
-fn cheapest_step(cnt: &[u32; 12], norm: &[i16; 12], d: i64) -> usize {
-    let key = |s: usize| (cnt[s] as i64, 2 * norm[s] as i64 + d);
-    let mut pick = usize::MAX;
-    for s in (0..12).filter(|&s| norm[s] > (d < 0) as i16) {
-        if pick == usize::MAX {
-            pick = s;
-            continue;
-        }
-        let ((ca, na), (cb, nb)) = (key(s), key(pick));
-        // ca / na against cb / nb, all positive
-        if (ca * nb < cb * na) == (d < 0) && ca * nb != cb * na {
-            pick = s;
-        }
-    }
-    pick
-}
-
-/// The FSE table description (RFC 8878, 4.1.1) of `norm` (no count of -1)
-/// at accuracy log `log` (5 or 6): its size. `out` holds 159 bytes, far
-/// more than the 12 symbols ever take.
-fn write_ncount(norm: &[i16], log: u32, out: &mut [u8]) -> usize {
-    let mut acc = (log - 5) as u64;
-    let mut nbits = 4;
-    let mut p = 0;
-    let mut put = |v: u64, nb: u32, acc: &mut u64, nbits: &mut u32| {
-        *acc |= v << *nbits;
-        *nbits += nb;
-        while *nbits >= 8 {
-            out[p] = *acc as u8;
-            p += 1;
-            *acc >>= 8;
-            *nbits -= 8;
-        }
-    };
-    let mut remaining = (1i32 << log) + 1;
-    let mut threshold = 1i32 << log;
-    let mut nb = log + 1;
-    let mut s = 0;
-    while remaining > 1 {
-        if s > 0 && norm[s - 1] == 0 {
-            // a run of zeros: its length in 2-bit steps of at most 3
-            let start = s;
-            while norm[s] == 0 {
-                s += 1;
-            }
-            let mut z = s - start;
-            while z >= 3 {
-                put(3, 2, &mut acc, &mut nbits);
-                z -= 3;
-            }
-            put(z as u64, 2, &mut acc, &mut nbits);
-        }
-        let c = norm[s] as i32;
-        s += 1;
-        // values below `max` take nb - 1 bits, the others nb
-        let max = 2 * threshold - 1 - remaining;
-        remaining -= c;
-        let mut v = c + 1;
-        if v >= threshold {
-            v += max;
-        }
-        put(v as u64, nb - (v < max) as u32, &mut acc, &mut nbits);
-        while remaining < threshold {
-            nb -= 1;
-            threshold >>= 1;
-        }
-    }
-    put(0, 7, &mut acc, &mut nbits);
-    p
 }
