@@ -52,11 +52,13 @@ pub(super) fn parse(
                 continue;
             };
             step = 1 << 6;
-            let (s, m) = match is_rep {
-                true => (ip, m),
-                false => extend_back(src, ip, m, anchor),
+            let (s, m, len) = match is_rep {
+                true => (ip, m, match_len(src, ip, m, b1)),
+                false => {
+                    let (s, m) = extend_back(src, ip, m, anchor);
+                    rather_repeat(src, (s, m, match_len(src, s, m, b1)), ip, r[0], b1)
+                }
             };
-            let len = match_len(src, s, m, b1);
             let off = (s - m) as u32;
             let ll = s - anchor;
             wild(lits, nl, src, anchor, ll)?;
@@ -102,6 +104,40 @@ fn candidate(
     } else {
         None
     }
+}
+
+/// The match (s, m, len) found at `ip` by the hash, or one at the last
+/// offset `r0` a few bytes on, whichever looks cheaper: in a log, the
+/// hash often finds the same digits far back where the line before
+/// matches right after them, and a far offset costs more bits than a
+/// few literals and a repeat (estimates in bits: a sequence 6 plus its
+/// offset's, a literal or a byte left uncovered 4).
+#[inline(always)]
+fn rather_repeat(
+    src: &[u8],
+    (s, m, len): (usize, usize, usize),
+    ip: usize,
+    r0: u32,
+    b1: usize,
+) -> (usize, usize, usize) {
+    let r0 = r0 as usize;
+    if s - m == r0 {
+        return (s, m, len);
+    }
+    let end = s + len;
+    for p in ip + 1..(ip + 4).min(b1 - 16) {
+        if p < r0 || rd64(src, p) as u32 != rd64(src, p - r0) as u32 {
+            continue;
+        }
+        let rl = match_len(src, p, p - r0, b1);
+        let far =
+            6 + crate::highbit((s - m) as u32 + 3) as usize + 4 * (p + rl).saturating_sub(end);
+        let near = 6 + 4 * (p - s) + 4 * end.saturating_sub(p + rl);
+        if near < far {
+            return (p, p - r0, rl);
+        }
+    }
+    (s, m, len)
 }
 
 /// A match at `s` of the bytes at `m`, extended backward over the
