@@ -710,16 +710,22 @@ fn random_and_zero_filled_states_are_stored_as_each_pays_and_come_back_whole() {
 }
 
 #[test]
-fn a_generation_written_before_compression_still_restores() {
-    // tests/stores/store2-fa2ab4c.1: generation 1 of `--mode self --ckpt
-    // state`, written by ckptrun at commit fa2ab4c (store 2, no codec);
-    // its state is `seq -f ... 1 2000` (82,893 bytes of text).
-    let sandbox = Sandbox::new("store-2");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stores/store2-fa2ab4c.1");
-    std::fs::copy(fixture, sandbox.path("ckptrun.store.1")).unwrap();
-    let check = r#"seq -f "step,%g,velocity,0.125,pressure,1013.25" 1 2000 | cmp -s - state || exit 9
+fn generations_of_older_formats_still_restore() {
+    // Generation 1 of `--mode self --ckpt state`, whose state is `seq -f
+    // ... 1 2000` (82,893 bytes of text), as two older ckptruns wrote it:
+    // - store2-fa2ab4c.1: at commit fa2ab4c (store 2, no codec);
+    // - store3-0ad3e1f.1: at commit 0ad3e1f (store 3, the state
+    //   compressed with the predefined sequence tables only).
+    for fixture in ["store2-fa2ab4c.1", "store3-0ad3e1f.1"] {
+        let sandbox = Sandbox::new(&format!("old-{fixture}"));
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/stores")
+            .join(fixture);
+        std::fs::copy(fixture, sandbox.path("ckptrun.store.1")).unwrap();
+        let check = r#"seq -f "step,%g,velocity,0.125,pressure,1013.25" 1 2000 | cmp -s - state || exit 9
 echo same > result"#;
-    let out = run(job_of(&sandbox, &[], check));
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    assert_eq!(result(&sandbox), "same\n");
+        let out = run(job_of(&sandbox, &[], check));
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert_eq!(result(&sandbox), "same\n");
+    }
 }
