@@ -189,6 +189,11 @@ impl Query {
             return Meaning::Unknown;
         }
         let len = sys::drain(self.answers.as_fd(), &mut out);
+        log.info(format_args!(
+            "scontrol: job {}:{}",
+            job.id,
+            Fields::of(&out[..len])
+        ));
         meaning(&out[..len], job.restarts)
     }
 }
@@ -217,30 +222,52 @@ fn answered(pid: Pid) -> bool {
 
 /// What `scontrol -o show job` says (`... JobState=COMPLETING
 /// Reason=None ... Restarts=1 ...`) of a job that was requeued `restarts`
-/// times before this run. Its fields are read after `UserId=`, so that a
-/// job name holding `JobState=` changes nothing.
+/// times before this run.
 fn meaning(out: &[u8], restarts: u32) -> Meaning {
-    let Some(at) = out.windows(8).position(|w| w == b" UserId=") else {
+    let [state, reason, now] = Fields::of(out).0;
+    let Some(state) = state else {
         return Meaning::Unknown;
     };
-    let fields = &out[at..];
-    let value = |key: &[u8]| {
-        fields
-            .split(|b| b.is_ascii_whitespace())
-            .find_map(|word| word.strip_prefix(key))
-    };
-    let Some(state) = value(b"JobState=") else {
-        return Meaning::Unknown;
-    };
-    let now = value(b"Restarts=").and_then(|n| core::str::from_utf8(n).ok()?.parse::<u32>().ok());
+    let now = now.and_then(|n| core::str::from_utf8(n).ok()?.parse::<u32>().ok());
     if now.is_some_and(|n| n > restarts) {
         Meaning::Requeue
-    } else if value(b"Reason=") == Some(b"TimeLimit") {
+    } else if reason == Some(b"TimeLimit") {
         Meaning::TimeLimit
     } else if state == b"RUNNING" {
         Meaning::Signal
     } else {
         Meaning::Cancel
+    }
+}
+
+/// The fields `meaning` reads, as `scontrol` gave them (for the log
+/// too). Read after `UserId=`, so that a job name holding `JobState=`
+/// changes nothing.
+struct Fields<'a>([Option<&'a [u8]>; 3]);
+
+const KEYS: [&[u8]; 3] = [b"JobState=", b"Reason=", b"Restarts="];
+
+impl<'a> Fields<'a> {
+    fn of(out: &'a [u8]) -> Self {
+        let Some(at) = out.windows(8).position(|w| w == b" UserId=") else {
+            return Self([None; 3]);
+        };
+        let value = |key: &[u8]| {
+            out[at..]
+                .split(|b| b.is_ascii_whitespace())
+                .find_map(|word| word.strip_prefix(key))
+        };
+        Self(KEYS.map(value))
+    }
+}
+
+impl fmt::Display for Fields<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (key, value) in KEYS.iter().zip(self.0) {
+            let value = value.map_or("?", |v| core::str::from_utf8(v).unwrap_or("?"));
+            write!(f, " {}{value}", core::str::from_utf8(key).unwrap_or("?"))?;
+        }
+        Ok(())
     }
 }
 
@@ -370,6 +397,8 @@ mod tests {
         for (state, reason, restarts, want) in cases {
             let out = shown("job.sh", state, reason, restarts);
             assert_eq!(meaning(&out, 1), want, "{state} {reason} {restarts}");
+            let logged = format!(" JobState={state} Reason={reason} Restarts={restarts}");
+            assert_eq!(Fields::of(&out).to_string(), logged);
         }
     }
 
