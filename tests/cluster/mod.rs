@@ -62,6 +62,8 @@ pub fn cluster() -> Option<&'static Cluster> {
                 .next()
                 .and_then(|c| c.trim().parse().ok());
             let cpus = cpus.unwrap_or_else(|| panic!("sinfo: no CPU count in {out:?}"));
+            // So that a failure shows the signals slurmctld sent (Job::story).
+            let _ = try_run("scontrol", &["setdebug", "debug"]);
             Some(Cluster { dir, user, cpus })
         })
         .as_ref()
@@ -311,9 +313,9 @@ impl Job<'_> {
             }
             assert!(
                 Instant::now() < deadline,
-                "job {} has not ended after {RUN:?} ({last:?}); ckptrun.log:\n{}",
+                "job {} has not ended after {RUN:?} ({last:?}); {}",
                 self.id,
-                self.dir.log()
+                self.story()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -324,13 +326,40 @@ impl Job<'_> {
         let end = self.wait_end();
         assert!(
             end.state == "COMPLETED" && end.exit_code == "0:0",
-            "job {} ended {} {}; ckptrun.log:\n{}",
+            "job {} ended {} {}; {}",
             self.id,
             end.state,
             end.exit_code,
-            self.dir.log()
+            self.story()
         );
         end
+    }
+
+    /// What a failure shows: ckptrun's log, the job's output, and what
+    /// slurmctld's log says of the job.
+    pub fn story(&self) -> String {
+        let ctld = self.dir.cluster.dir.join("log/slurmctld.log");
+        let ctld = std::fs::read_to_string(&ctld).unwrap_or_default();
+        let id = format!("JobId={}", self.id);
+        let about = |line: &&str| {
+            line.split([' ', ',', ';'])
+                .any(|word| word.trim_end_matches([':', '.']) == id)
+        };
+        let ctld: Vec<&str> = ctld.lines().filter(about).collect();
+        let out = std::fs::read_to_string(self.dir.path("job.out")).unwrap_or_default();
+        format!(
+            "ckptrun.log:\n{}\njob.out (its end):\n{}\nslurmctld.log on {id}:\n{}",
+            self.dir.log(),
+            out.lines()
+                .rev()
+                .take(15)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n"),
+            ctld.join("\n")
+        )
     }
 
     /// `scancel OPTIONS... ID` (root may cancel and signal anyone's job).
