@@ -287,6 +287,41 @@ fn an_eviction_before_the_job_handles_sigtstp_waits_for_it() {
 }
 
 #[test]
+fn a_vacate_while_suspended_is_not_lost_to_the_continue() {
+    // HTCondor suspends a job (SIGSTOP), then vacates and continues it:
+    // the SIGTSTP ckptrun sends stays pending in the stopped job, and the
+    // SIGCONT ckptrun passes on discards it (signal(7)). Slurm's
+    // preemption (SIGCONT right behind SIGTERM) does the same to a job
+    // that has not run in between, as on a busy machine.
+    let sandbox = Sandbox::with_job("suspended");
+    let report = sandbox.path("report");
+    let mut job = start(
+        sandbox
+            .ckptrun(["--log", "ckptrun.log", "./job", "1000", "10"])
+            .env("CONDOR_JOB_REPORT", &report),
+    );
+    job.wait_for(&report);
+    let pid = first_child(job.pid());
+    signal(pid, libc::SIGSTOP);
+    wait_until("the job is stopped", || {
+        parent_and_state(pid).is_some_and(|(_, state)| state == 'T')
+    });
+    let log = || std::fs::read_to_string(sandbox.path("ckptrun.log")).unwrap_or_default();
+    job.signal(libc::SIGTERM);
+    wait_until("ckptrun sent SIGTSTP", || {
+        log().contains("received SIGTERM: sent SIGTSTP")
+    });
+    job.signal(libc::SIGCONT);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, log());
+    assert!(
+        log().contains("SIGCONT discarded the job's pending SIGTSTP: sent it again"),
+        "{}",
+        log()
+    );
+}
+
+#[test]
 fn an_early_periodic_checkpoint_does_not_kill_the_job() {
     // SIGUSR2 before the handler exists would kill the job.
     let sandbox = Sandbox::with_job("slow-init-usr2");

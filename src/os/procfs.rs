@@ -20,6 +20,42 @@ pub fn catches(pid: Pid, sig: Sig) -> bool {
         .is_some_and(|(_, mask)| (1..=31).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
 }
 
+/// Whether our child `pid` has `sig` (1-63) pending, sent to it (shared)
+/// or to its main thread: not yet taken, because it has not run since,
+/// is stopped, or blocks it. `false` when /proc cannot say. Does not
+/// allocate.
+pub fn pending(pid: Pid, sig: Sig) -> bool {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    if stat(pid).filter(|&(ppid, _)| ppid == me).is_none() || !(1..64).contains(&sig) {
+        return false;
+    }
+    let mut path: heapless::String<32> = heapless::String::new();
+    if write!(path, "/proc/{pid}/status\0").is_err() {
+        return false;
+    }
+    // The masks come some 650 bytes in (after the memory lines); the
+    // rest (some 1.4 KiB in all) is not needed.
+    let mut buf = [0u8; 2048];
+    let read = core::ffi::CStr::from_bytes_with_nul(path.as_bytes())
+        .ok()
+        .and_then(|p| rustix::fs::open(p, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok())
+        .and_then(|fd| sys::read_fill(&fd, &mut buf).ok());
+    read.is_some_and(|len| pending_in(&buf[..len], sig))
+}
+
+/// Whether the `SigPnd` or `ShdPnd` mask (hex) of a status file holds
+/// `sig`.
+fn pending_in(status: &[u8], sig: Sig) -> bool {
+    status.split(|&b| b == b'\n').any(|line| {
+        let mask = line
+            .strip_prefix(b"SigPnd:")
+            .or_else(|| line.strip_prefix(b"ShdPnd:"));
+        mask.and_then(|m| core::str::from_utf8(m).ok())
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & (1u64 << (sig - 1)) != 0)
+    })
+}
+
 /// Whether our child `pid` has left its program behind: it is exiting
 /// or a zombie. /proc/PID/exe names the program of a process that has
 /// one; `exit` drops it (exit_mm) before it closes the process's files,
@@ -151,6 +187,15 @@ pub fn children(pid: Pid, buf: &mut [u8]) -> impl Iterator<Item = Pid> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_signals_are_read_from_either_mask() {
+        let status = b"Name:\tjob\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000080000\nSigBlk:\t0000000000080000\n";
+        assert!(pending_in(status, libc::SIGTSTP));
+        assert!(!pending_in(status, libc::SIGTERM));
+        let thread = b"SigPnd:\t0000000000004000\nShdPnd:\t0000000000000000\n";
+        assert!(pending_in(thread, libc::SIGTERM));
+    }
 
     const STAT: &[u8] =
         b"4242 (a) b) c) S 77 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 555 \

@@ -271,6 +271,7 @@ impl Supervisor<'_> {
     /// Carries out `action`, logging it after `why` on one line.
     fn act(&mut self, why: fmt::Arguments<'_>, action: Action) {
         match action {
+            Action::Forward(libc::SIGCONT) => self.resume(why),
             Action::Forward(sig) => {
                 self.log
                     .info(format_args!("{why}: sent {} to the job", Name(sig)));
@@ -291,6 +292,29 @@ impl Supervisor<'_> {
                 let _ = sys::kill(-self.job.pid, libc::SIGKILL);
                 let _ = sys::kill(self.job.pid, libc::SIGKILL);
             }
+        }
+    }
+
+    /// Sends the job SIGCONT, which discards the stop signals it has
+    /// pending (signal(7)): a checkpoint request sent as SIGTSTP that the
+    /// job has not taken yet (stopped, or not run since; Slurm sends
+    /// SIGCONT right behind its SIGTERM) would be lost. Such a signal,
+    /// pending and caught (a request, not a stop), is sent again after it.
+    fn resume(&mut self, why: fmt::Arguments<'_>) {
+        let pid = self.job.pid;
+        let stops = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+        let lost = stops
+            .into_iter()
+            .find(|&s| procfs::catches(pid, s) && procfs::pending(pid, s));
+        self.log
+            .info(format_args!("{why}: sent SIGCONT to the job"));
+        let _ = sys::kill(self.target, libc::SIGCONT);
+        if let Some(sig) = lost {
+            self.log.info(format_args!(
+                "SIGCONT discarded the job's pending {}: sent it again",
+                Name(sig)
+            ));
+            let _ = sys::kill(self.target, sig);
         }
     }
 
