@@ -16,7 +16,8 @@
 //!   signal while the job runs on (`--signal=B:TERM@SECS`, `scancel
 //!   --batch --signal=TERM`) is an eviction, which the mode answers as
 //!   ever (checkpoint, exit 85); a cancel ends the job at once. Slurm
-//!   unreachable: an eviction, so that nothing is lost.
+//!   unreachable, or a state that is neither: an eviction, so that
+//!   nothing is lost.
 //! - In init mode, which checkpoints nothing, a SIGTERM Slurm sent to
 //!   every process of the job is not sent to the job a second time.
 
@@ -233,12 +234,23 @@ fn meaning(out: &[u8], restarts: u32) -> Meaning {
         Meaning::Requeue
     } else if reason == Some(b"TimeLimit") {
         Meaning::TimeLimit
-    } else if state == b"RUNNING" {
+    } else if RUNS_ON.contains(&state) {
         Meaning::Signal
-    } else {
+    } else if ENDS.contains(&state) {
         Meaning::Cancel
+    } else {
+        Meaning::Unknown
     }
 }
+
+/// States of a job that runs on: SIGNALING is Slurm's flag for a signal
+/// on its way to it (`--signal=B:TERM@SECS`, say).
+const RUNS_ON: [&[u8]; 2] = [b"RUNNING", b"SIGNALING"];
+/// States of a job that ends for good, neither requeued nor timed out:
+/// `scancel` shows COMPLETING, then CANCELLED. Any other state is not
+/// taken for a cancel: a wrong eviction costs a checkpoint, a wrong
+/// cancel the work since the last one.
+const ENDS: [&[u8]; 4] = [b"COMPLETING", b"CANCELLED", b"PREEMPTED", b"DEADLINE"];
 
 /// The fields `meaning` reads, as `scontrol` gave them (for the log
 /// too). Read after `UserId=`, so that a job name holding `JobState=`
@@ -391,8 +403,10 @@ mod tests {
             ("PENDING", "BeginTime", 2, Meaning::Requeue),
             ("COMPLETING", "TimeLimit", 1, Meaning::TimeLimit),
             ("RUNNING", "None", 1, Meaning::Signal),
+            ("SIGNALING", "None", 1, Meaning::Signal),
             ("COMPLETING", "None", 1, Meaning::Cancel),
             ("CANCELLED", "None", 1, Meaning::Cancel),
+            ("CONFIGURING", "None", 1, Meaning::Unknown),
         ];
         for (state, reason, restarts, want) in cases {
             let out = shown("job.sh", state, reason, restarts);
