@@ -244,7 +244,8 @@ fn meaning(out: &[u8], restarts: u32) -> Meaning {
 }
 
 /// States of a job that runs on: SIGNALING is Slurm's flag for a signal
-/// on its way to it (`--signal=B:TERM@SECS`, say).
+/// on its way to it, which a query right after `--signal=B:TERM@SECS`
+/// may see (seen with Slurm 22.05 under load).
 const RUNS_ON: [&[u8]; 2] = [b"RUNNING", b"SIGNALING"];
 /// States of a job that ends for good, neither requeued nor timed out:
 /// `scancel` shows COMPLETING, then CANCELLED. Any other state is not
