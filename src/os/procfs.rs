@@ -20,39 +20,37 @@ pub fn catches(pid: Pid, sig: Sig) -> bool {
         .is_some_and(|(_, mask)| (1..=31).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
 }
 
-/// Whether our child `pid` has `sig` (1-63) pending, sent to it (shared)
-/// or to its main thread: not yet taken, because it has not run since,
-/// is stopped, or blocks it. `false` when /proc cannot say. Does not
-/// allocate.
-pub fn pending(pid: Pid, sig: Sig) -> bool {
+/// The signals our child `pid` catches and has pending, sent to it or
+/// to its main thread (bit N-1 for signal N): requests it has not taken
+/// yet, because it has not run since, is stopped, or blocks them. 0 when
+/// /proc cannot say. Does not allocate.
+pub fn caught_pending(pid: Pid) -> u64 {
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    if stat(pid).filter(|&(ppid, _)| ppid == me).is_none() || !(1..64).contains(&sig) {
-        return false;
+    if stat(pid).is_none_or(|(ppid, _)| ppid != me) {
+        return 0;
     }
-    let mut path: heapless::String<32> = heapless::String::new();
-    if write!(path, "/proc/{pid}/status\0").is_err() {
-        return false;
-    }
-    // The masks come some 650 bytes in (after the memory lines); the
-    // rest (some 1.4 KiB in all) is not needed.
+    // The masks come some 650 bytes in; the rest (1.4 KiB in all) is not
+    // needed.
     let mut buf = [0u8; 2048];
-    let read = core::ffi::CStr::from_bytes_with_nul(path.as_bytes())
-        .ok()
-        .and_then(|p| rustix::fs::open(p, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok())
-        .and_then(|fd| sys::read_fill(&fd, &mut buf).ok());
-    read.is_some_and(|len| pending_in(&buf[..len], sig))
+    read(pid, "status", &mut buf).map_or(0, caught_pending_in)
 }
 
-/// Whether the `SigPnd` or `ShdPnd` mask (hex) of a status file holds
-/// `sig`.
-fn pending_in(status: &[u8], sig: Sig) -> bool {
-    status.split(|&b| b == b'\n').any(|line| {
-        let mask = line
-            .strip_prefix(b"SigPnd:")
-            .or_else(|| line.strip_prefix(b"ShdPnd:"));
-        mask.and_then(|m| core::str::from_utf8(m).ok())
-            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-            .is_some_and(|m| m & (1u64 << (sig - 1)) != 0)
+/// `caught_pending` from a status file.
+fn caught_pending_in(status: &[u8]) -> u64 {
+    let mask = |key: &[u8]| {
+        let at = status.windows(key.len()).position(|w| w == key)? + key.len();
+        hex(status.get(at..at + 17)?)
+    };
+    let pending = mask(b"\nSigPnd:").unwrap_or(0) | mask(b"\nShdPnd:").unwrap_or(0);
+    pending & mask(b"\nSigCgt:").unwrap_or(0)
+}
+
+/// A mask of /proc/PID/status: up to 16 hex digits, blanks around.
+fn hex(field: &[u8]) -> Option<u64> {
+    let digits = field.trim_ascii();
+    (1..=16).contains(&digits.len()).then_some(())?;
+    digits.iter().try_fold(0u64, |v, &b| {
+        Some(v << 4 | (b as char).to_digit(16)? as u64)
     })
 }
 
@@ -111,16 +109,22 @@ pub fn ended_unreaped(pid: Pid) -> Option<i32> {
 
 /// Parent and caught-signal mask of `pid`, from /proc/PID/stat.
 fn stat(pid: Pid) -> Option<(Pid, u64)> {
-    let mut path: heapless::String<32> = heapless::String::new();
-    write!(path, "/proc/{pid}/stat\0").ok()?;
-    let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
-    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
     // One line of about 300 bytes (the command name is at most 16);
     // a full buffer means something unexpected: unknown.
     let mut buf = [0u8; 1024];
-    let len = sys::read_fill(&fd, &mut buf).ok()?;
-    (len < buf.len()).then_some(())?;
-    parse_stat(&buf[..len])
+    let line = read(pid, "stat", &mut buf)?;
+    (line.len() < 1024).then_some(())?;
+    parse_stat(line)
+}
+
+/// /proc/PID/FILE, as much of it as `buf` holds.
+fn read<'b>(pid: Pid, file: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    let mut path: heapless::String<32> = heapless::String::new();
+    write!(path, "/proc/{pid}/{file}\0").ok()?;
+    let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let len = sys::read_fill(&fd, buf).ok()?;
+    Some(&buf[..len])
 }
 
 /// The parent (field 4) and `sigcatch` (field 34 of proc(5), decimal,
@@ -189,12 +193,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pending_signals_are_read_from_either_mask() {
-        let status = b"Name:\tjob\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000080000\nSigBlk:\t0000000000080000\n";
-        assert!(pending_in(status, libc::SIGTSTP));
-        assert!(!pending_in(status, libc::SIGTERM));
-        let thread = b"SigPnd:\t0000000000004000\nShdPnd:\t0000000000000000\n";
-        assert!(pending_in(thread, libc::SIGTERM));
+    fn requests_pending_are_caught_and_pending_signals() {
+        let status = b"Name:\tjob\nPPid:\t7\nSigPnd:\t0000000000004000\n\
+            ShdPnd:\t0000000000080001\nSigBlk:\t0000000000080000\nSigCgt:\t0000000000084000\n";
+        // SIGTSTP (shared) and SIGTERM (thread) caught and pending; SIGHUP
+        // pending, not caught.
+        assert_eq!(caught_pending_in(status), 0x84000);
+        assert_eq!(caught_pending_in(b"SigPnd:\t00000000000000ff\n"), 0);
     }
 
     const STAT: &[u8] =

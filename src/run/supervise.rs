@@ -301,11 +301,10 @@ impl Supervisor<'_> {
     /// SIGCONT right behind its SIGTERM) would be lost. Such a signal,
     /// pending and caught (a request, not a stop), is sent again after it.
     fn resume(&mut self, why: fmt::Arguments<'_>) {
-        let pid = self.job.pid;
-        let stops = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
-        let lost = stops
+        let waiting = procfs::caught_pending(self.job.pid);
+        let lost = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
             .into_iter()
-            .find(|&s| procfs::catches(pid, s) && procfs::pending(pid, s));
+            .find(|&s| waiting & (1 << (s - 1)) != 0);
         self.log
             .info(format_args!("{why}: sent SIGCONT to the job"));
         let _ = sys::kill(self.target, libc::SIGCONT);
