@@ -190,10 +190,11 @@ impl Query {
             return Meaning::Unknown;
         }
         let len = sys::drain(self.answers.as_fd(), &mut out);
+        let said = fields(&out[..len]).and_then(|f| core::str::from_utf8(f).ok());
         log.info(format_args!(
-            "scontrol: job {}:{}",
+            "scontrol: job {}: {}",
             job.id,
-            Fields::of(&out[..len])
+            said.unwrap_or("no job state")
         ));
         meaning(&out[..len], job.restarts)
     }
@@ -225,14 +226,19 @@ fn answered(pid: Pid) -> bool {
 /// Reason=None ... Restarts=1 ...`) of a job that was requeued `restarts`
 /// times before this run.
 fn meaning(out: &[u8], restarts: u32) -> Meaning {
-    let [state, reason, now] = Fields::of(out).0;
-    let Some(state) = state else {
+    let Some(fields) = fields(out) else {
         return Meaning::Unknown;
     };
-    let now = now.and_then(|n| core::str::from_utf8(n).ok()?.parse::<u32>().ok());
+    let value = |key: &[u8]| {
+        fields
+            .split(|b| b.is_ascii_whitespace())
+            .find_map(|word| word.strip_prefix(key))
+    };
+    let state = value(b"JobState=").unwrap_or_default();
+    let now = value(b"Restarts=").and_then(|n| core::str::from_utf8(n).ok()?.parse::<u32>().ok());
     if now.is_some_and(|n| n > restarts) {
         Meaning::Requeue
-    } else if reason == Some(b"TimeLimit") {
+    } else if value(b"Reason=") == Some(b"TimeLimit") {
         Meaning::TimeLimit
     } else if RUNS_ON.contains(&state) {
         Meaning::Signal
@@ -241,6 +247,23 @@ fn meaning(out: &[u8], restarts: u32) -> Meaning {
     } else {
         Meaning::Unknown
     }
+}
+
+/// The part of the answer `meaning` reads, for the log too: from
+/// `JobState=` to the end of the `Restarts=` word, after `UserId=`, so
+/// that a job name holding `JobState=` changes nothing.
+fn fields(out: &[u8]) -> Option<&[u8]> {
+    let find = |from: usize, what: &[u8]| {
+        let at = out[from..].windows(what.len()).position(|w| w == what)?;
+        Some(from + at)
+    };
+    let from = find(find(0, b" UserId=")?, b"JobState=")?;
+    let restarts = find(from, b"Restarts=")?;
+    let end = out[restarts..]
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .map_or(out.len(), |n| restarts + n);
+    Some(&out[from..end])
 }
 
 /// States of a job that runs on: SIGNALING is Slurm's flag for a signal
@@ -252,37 +275,6 @@ const RUNS_ON: [&[u8]; 2] = [b"RUNNING", b"SIGNALING"];
 /// taken for a cancel: a wrong eviction costs a checkpoint, a wrong
 /// cancel the work since the last one.
 const ENDS: [&[u8]; 4] = [b"COMPLETING", b"CANCELLED", b"PREEMPTED", b"DEADLINE"];
-
-/// The fields `meaning` reads, as `scontrol` gave them (for the log
-/// too). Read after `UserId=`, so that a job name holding `JobState=`
-/// changes nothing.
-struct Fields<'a>([Option<&'a [u8]>; 3]);
-
-const KEYS: [&[u8]; 3] = [b"JobState=", b"Reason=", b"Restarts="];
-
-impl<'a> Fields<'a> {
-    fn of(out: &'a [u8]) -> Self {
-        let Some(at) = out.windows(8).position(|w| w == b" UserId=") else {
-            return Self([None; 3]);
-        };
-        let value = |key: &[u8]| {
-            out[at..]
-                .split(|b| b.is_ascii_whitespace())
-                .find_map(|word| word.strip_prefix(key))
-        };
-        Self(KEYS.map(value))
-    }
-}
-
-impl fmt::Display for Fields<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (key, value) in KEYS.iter().zip(self.0) {
-            let value = value.map_or("?", |v| core::str::from_utf8(v).unwrap_or("?"));
-            write!(f, " {}{value}", core::str::from_utf8(key).unwrap_or("?"))?;
-        }
-        Ok(())
-    }
-}
 
 /// The mode's protocol, with Slurm's SIGTERM looked up first.
 pub struct Watch<'p> {
@@ -412,8 +404,10 @@ mod tests {
         for (state, reason, restarts, want) in cases {
             let out = shown("job.sh", state, reason, restarts);
             assert_eq!(meaning(&out, 1), want, "{state} {reason} {restarts}");
-            let logged = format!(" JobState={state} Reason={reason} Restarts={restarts}");
-            assert_eq!(Fields::of(&out).to_string(), logged);
+            let logged = format!(
+                "JobState={state} Reason={reason} Dependency=(null) Requeue=1 Restarts={restarts}"
+            );
+            assert_eq!(fields(&out), Some(logged.as_bytes()));
         }
     }
 
