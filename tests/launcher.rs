@@ -682,7 +682,7 @@ fn the_shipped_builds_stay_within_256_kib() {
 }
 
 #[test]
-fn the_shipped_builds_supervise_in_at_most_252_kb() {
+fn the_shipped_builds_supervise_in_at_most_256_kb() {
     // The memory target of issues 12 and 17 (BENCHMARKS.md): VmHWM while
     // supervising a sleeping job in init mode, read once ckptrun waits in
     // its supervision loop. Nearly all of it is the binary's own pages,
@@ -727,7 +727,11 @@ fn the_shipped_builds_supervise_in_at_most_252_kb() {
         // data segment across a page. Measured so: 248 kB on both. The
         // codec (issue 25, 26 KiB) is in a segment of its own that the
         // supervisor never runs, so never maps (build.rs): 252 kB on both.
-        let limit = 252;
+        // Then the SIGCONT check of a pending checkpoint request (reading
+        // /proc/PID/status) and the Slurm state in the log took the code
+        // across a page: 256 kB on both, the budget itself, which is now
+        // the limit. Another page needs code taken out first.
+        let limit = 256;
         assert!(peak <= limit, "{build}: VmHWM {peak} kB");
     }
 }
