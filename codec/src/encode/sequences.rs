@@ -89,7 +89,7 @@ impl Code {
 /// at least enough for the symbols, 5 to `max_log`.
 fn table_log(ns: usize, top: usize, present: usize, max_log: u32) -> u32 {
     let ns = ns as u32;
-    let fits = highbit(ns.max(4) - 1) - 2;
+    let fits = highbit(ns.max(2) - 1).saturating_sub(2);
     let least = (highbit(ns) + 1).min(highbit(top.max(1) as u32) + 2);
     let mut log = fits.min(max_log).max(least).clamp(5, max_log);
     while (1usize << log) < present {
