@@ -82,8 +82,9 @@ mod tests {
         out
     }
 
-    /// One step of xorshift64: the tests' reproducible noise.
-    fn xorshift(x: &mut u64) {
+    /// One step of xorshift64: the tests' reproducible noise (the unit
+    /// tests of the codec's modules too).
+    pub(crate) fn xorshift(x: &mut u64) {
         *x ^= *x << 13;
         *x ^= *x >> 7;
         *x ^= *x << 17;

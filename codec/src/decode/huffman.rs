@@ -187,9 +187,7 @@ mod tests {
         let mut read = 0;
         for i in 0..200_000 {
             for b in body.iter_mut() {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                crate::tests::xorshift(&mut x);
                 *b = x as u8;
             }
             // mostly small accuracy logs (5, 6), as the format allows

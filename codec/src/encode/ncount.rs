@@ -142,9 +142,7 @@ mod tests {
             for _ in 0..200 {
                 let mut cnt = [0u32; 53];
                 for c in cnt.iter_mut() {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    crate::tests::xorshift(&mut x);
                     *c = match x % 4 {
                         0 => 0,
                         1 => 1,
