@@ -288,11 +288,11 @@ fn an_eviction_before_the_job_handles_sigtstp_waits_for_it() {
 
 #[test]
 fn a_vacate_while_suspended_is_not_lost_to_the_continue() {
-    // HTCondor suspends a job (SIGSTOP), then vacates and continues it:
-    // the SIGTSTP ckptrun sends stays pending in the stopped job, and the
-    // SIGCONT ckptrun passes on discards it (signal(7)). Slurm's
-    // preemption (SIGCONT right behind SIGTERM) does the same to a job
-    // that has not run in between, as on a busy machine.
+    // A job stopped (SIGSTOP, as a suspend does), then evicted and
+    // continued: the SIGTSTP ckptrun sends stays pending in the stopped
+    // job, and the SIGCONT ckptrun passes on discards it (signal(7)).
+    // Slurm's preemption (SIGCONT right behind SIGTERM) does the same to
+    // a job that has not run in between, as on a busy machine.
     let sandbox = Sandbox::with_job("suspended");
     let report = sandbox.path("report");
     let mut job = start(

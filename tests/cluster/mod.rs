@@ -347,17 +347,11 @@ impl Job<'_> {
         };
         let ctld: Vec<&str> = ctld.lines().filter(about).collect();
         let out = std::fs::read_to_string(self.dir.path("job.out")).unwrap_or_default();
+        let out: Vec<&str> = out.lines().collect();
         format!(
             "ckptrun.log:\n{}\njob.out (its end):\n{}\nslurmctld.log on {id}:\n{}",
             self.dir.log(),
-            out.lines()
-                .rev()
-                .take(15)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n"),
+            out[out.len().saturating_sub(15)..].join("\n"),
             ctld.join("\n")
         )
     }
