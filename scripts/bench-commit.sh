@@ -24,7 +24,8 @@
 #   SIZES  default "256M 1G"
 #   KIND   what the state holds: random (default: /dev/urandom, stored
 #          as it is), text (Rust's library sources over and over: stored
-#          compressed) or zeros
+#          compressed), text-raw (the same, with --no-compress: stored as
+#          it is) or zeros
 # Needs about 6 x the largest size free in DIR. Prints markdown on stdout,
 # progress on stderr. Every prepare ends with `sync`: each timed run
 # starts with nothing dirty but what it is meant to find.
@@ -53,6 +54,7 @@ echo "- $base: $fstype, reflinks: $reflink; hyperfine $(hyperfine --version | cu
 echo
 
 self="$ckptrun --mode self --ckpt state --job-ckpt-exit 17 --keep 0"
+[ "$kind" != text-raw ] || self="$self --no-compress"
 # Before each timed run: the generation a commit replaced freed (a child
 # of ckptrun's does it after ckptrun exits: on a filesystem mounted with
 # `discard` it can take a while), then nothing dirty.
@@ -64,7 +66,7 @@ for size in $sizes; do
     case $kind in
         random) head -c "$size" /dev/urandom > ref ;;
         zeros) head -c "$size" /dev/zero > ref ;;
-        text) find "$(rustc --print sysroot)/lib/rustlib/src/rust/library" -name '*.rs' | sort | xargs cat > one
+        text|text-raw) find "$(rustc --print sysroot)/lib/rustlib/src/rust/library" -name '*.rs' | sort | xargs cat > one
               n=$(( $(numfmt --from=iec "$size") / $(stat -c %s one) + 1 ))
               for _ in $(seq "$n"); do cat one; done > all; head -c "$size" all > ref; rm one all ;;
     esac

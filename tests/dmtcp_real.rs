@@ -854,6 +854,59 @@ fn a_store_is_used_by_one_run_at_a_time() {
     assert_nothing_left(&life.sandbox);
 }
 
+/// The first bytes of each image in the newest generation, as GNU tar
+/// gives them (a compressed image: zstd's magic number).
+fn image_heads(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let newest = *generations(dir, STORE).last().unwrap();
+    let slot = slot_of(dir, STORE, newest);
+    let list = Command::new("tar").arg("-tf").arg(&slot).output().unwrap();
+    let images: Vec<String> = String::from_utf8(list.stdout)
+        .unwrap()
+        .lines()
+        .filter(|name| name.ends_with(".dmtcp"))
+        .map(str::to_string)
+        .collect();
+    assert!(!images.is_empty(), "no image in {}", slot.display());
+    images
+        .into_iter()
+        .map(|name| {
+            let out = Command::new("tar")
+                .arg("-xOf")
+                .arg(&slot)
+                .arg(&name)
+                .output()
+                .unwrap();
+            (name, out.stdout[..4.min(out.stdout.len())].to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn with_no_compress_the_images_are_stored_as_dmtcp_wrote_them() {
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    const ZSTD: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+    let job = c_job(20);
+    let reference = reference(&job);
+    for (extra, compressed) in [(&[][..], true), (&["--no-compress"][..], false)] {
+        let mut life = Life::new(job.clone(), bin.clone(), User::Root);
+        let mut running = start(life.command(extra));
+        wait_for_lines(&mut running, &life.path("out"), 4);
+        running.signal(libc::SIGTERM);
+        assert_eq!(running.finish().code(), Some(85), "{}", life.log());
+        for (name, head) in image_heads(&life.sandbox) {
+            assert_eq!(
+                head == ZSTD,
+                compressed,
+                "{extra:?}: {name} begins {head:x?}"
+            );
+        }
+        life.move_on();
+        finish_and_compare(&mut life, &reference);
+    }
+}
+
 #[test]
 fn images_go_to_images_dir_and_finished_runs_leave_none() {
     let Some(bin) = real_dmtcp("dmtcp_real") else {

@@ -671,9 +671,14 @@ exit 17"#;
 /// one, as an eviction does: the slot files alone brought over. Returns
 /// the slot's size and the state as GNU tar (and zstd) give it back.
 fn committed_and_restored_elsewhere(name: &str, bytes: &[u8]) -> (u64, Vec<u8>) {
+    committed_and_restored_with(name, bytes, &[])
+}
+
+/// `committed_and_restored_elsewhere`, with `extra` options for ckptrun.
+fn committed_and_restored_with(name: &str, bytes: &[u8], extra: &[&str]) -> (u64, Vec<u8>) {
     let first = Sandbox::new(&format!("{name}-1"));
     std::fs::write(first.path("ref"), bytes).unwrap();
-    let out = run(job_of(&first, &[], REF_JOB));
+    let out = run(job_of(&first, extra, REF_JOB));
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
     let slot = slot_of(&first.dir, STORE, 1);
     let (size, member) = (
@@ -683,7 +688,7 @@ fn committed_and_restored_elsewhere(name: &str, bytes: &[u8]) -> (u64, Vec<u8>) 
     let second = Sandbox::new(&format!("{name}-2"));
     std::fs::write(second.path("ref"), bytes).unwrap();
     std::fs::copy(&slot, second.path(slot.file_name().unwrap())).unwrap();
-    let out = run(job_of(&second, &[], REF_JOB));
+    let out = run(job_of(&second, extra, REF_JOB));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert_eq!(result(&second), "same\n");
     (size, member)
@@ -707,6 +712,26 @@ fn random_and_zero_filled_states_are_stored_as_each_pays_and_come_back_whole() {
     let (size, member) = committed_and_restored_elsewhere("zeros", &zeros);
     assert!(size < 64 << 10, "{size}");
     assert!(member == zeros, "zstd expands the member to the state");
+}
+
+#[test]
+fn with_no_compress_a_state_that_compresses_is_stored_as_it_is() {
+    // 8 MiB of zeros, which compress to some kilobytes by default (see
+    // above): with --no-compress the member is the state's bytes as they
+    // are, with nothing for zstd to expand.
+    let zeros = vec![0u8; 8 << 20];
+    let (size, member) = committed_and_restored_with("raw", &zeros, &["--no-compress"]);
+    assert!(size > 8 << 20, "{size}");
+    assert!(member == zeros, "the state is stored as it is");
+    // From the environment, as a submit file's `environment` gives it.
+    let sandbox = Sandbox::new("raw-env");
+    std::fs::write(sandbox.path("ref"), &zeros).unwrap();
+    let mut cmd = job_of(&sandbox, &[], REF_JOB);
+    cmd.env("CKPTRUN_NO_COMPRESS", "1");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let slot = slot_of(&sandbox.dir, STORE, 1);
+    assert!(std::fs::metadata(&slot).unwrap().len() > 8 << 20);
 }
 
 #[test]

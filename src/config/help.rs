@@ -85,6 +85,7 @@ Options for --mode self and --mode dmtcp:
       --return-store      at the job's successful end, leave its newest
                           generation with its outputs (HTCondor brings it
                           back); by default only a failed end does
+      --no-compress       store files uncompressed
 
 Options for --mode dmtcp:
       --dmtcp-dir DIR     where dmtcp_launch, dmtcp_coordinator, dmtcp_command

@@ -38,6 +38,7 @@ pub(super) enum Opt {
     Keep,
     FreshIfDamaged,
     ReturnStore,
+    NoCompress,
     JobCkptExit,
     JobCkptSignal,
     CkptSignal,
@@ -93,7 +94,7 @@ pub(super) const MODE: Spec = spec("mode", None, true, ALL, Opt::Mode);
 /// (see `env_name`). Repeatable options collect every value; for the
 /// others the last wins.
 #[rustfmt::skip]
-pub(super) const OPTIONS: [Spec; 34] = [
+pub(super) const OPTIONS: [Spec; 35] = [
     MODE,
     spec("ckpt", Some('c'), true, C | S, Opt::Ckpt),
     spec("ckpt-exit-code", None, true, C | S | D, Opt::CkptExitCode),
@@ -110,6 +111,7 @@ pub(super) const OPTIONS: [Spec; 34] = [
     spec("keep", None, true, S | D, Opt::Keep),
     spec("fresh-if-damaged", None, false, C | S | D, Opt::FreshIfDamaged),
     spec("return-store", None, false, S | D, Opt::ReturnStore),
+    spec("no-compress", None, false, S | D, Opt::NoCompress),
     spec("job-ckpt-exit", None, true, S, Opt::JobCkptExit),
     spec("job-ckpt-signal", None, true, S, Opt::JobCkptSignal),
     spec("ckpt-signal", None, true, S, Opt::CkptSignal),
@@ -148,6 +150,7 @@ pub(super) fn set(
         Opt::Keep => config.keep = value.keep()?,
         Opt::FreshIfDamaged => config.on_damage = OnDamage::StartAfresh,
         Opt::ReturnStore => config.return_store = true,
+        Opt::NoCompress => config.no_compress = true,
         Opt::JobCkptExit => config.job_ckpt_exit = Some(value.job_exit_code()?),
         Opt::JobCkptSignal => config.job_ckpt_signal = Some(value.signal(job_ckpt_signal)?),
         Opt::CkptSignal => config.ckpt_signal = Some(value.signal(signals::catchable)?),

@@ -16,6 +16,7 @@ use crate::os::beside::{Beside, Held};
 use crate::os::log::Log;
 use crate::os::tree;
 use crate::store::generation::{Description, Failed, META, Tag, at};
+use crate::store::pack::Packing;
 use crate::store::scratch::{BUILDING, SUMS, Scratch};
 use crate::store::slots::Slots;
 use crate::store::table::Place;
@@ -46,7 +47,8 @@ pub enum Freeing {
 pub type Fill<'a> = &'a mut dyn FnMut(&mut Writer) -> rustix::io::Result<()>;
 
 /// Writes generation `g`: its description (`extra`: more `key value`
-/// lines after the tag's), then what `fill` adds, then its manifest; into
+/// lines after the tag's), then what `fill` adds (compressed as `packing`
+/// says), then its manifest; into
 /// the slot the table picks (read by the caller just before). Returns
 /// that slot.
 ///
@@ -58,7 +60,7 @@ pub type Fill<'a> = &'a mut dyn FnMut(&mut Writer) -> rustix::io::Result<()>;
 /// again.
 pub fn write(
     (slots, scratch, tag): (&mut Slots, &Scratch, &Tag),
-    (g, extra): (u64, &[u8]),
+    (g, extra, packing): (u64, &[u8], Packing),
     freeing: Freeing,
     fill: Fill,
     log: &Log,
@@ -71,7 +73,13 @@ pub fn write(
         remove(slots, slot);
         freed = replaced.take().map(Held::let_go);
     }
-    let built = build_making_room((slots, scratch, tag), (g, extra), fill, &mut freed, log);
+    let built = build_making_room(
+        (slots, scratch, tag),
+        (g, extra, packing),
+        fill,
+        &mut freed,
+        log,
+    );
     let done = built.and_then(|()| {
         rustix::fs::renameat(scratch.dir(), BUILDING, slots.dir(), slots.file(slot).c())
             .map_err(at("rename the archive into its slot"))?;
@@ -114,13 +122,13 @@ fn is_newest_intact(slots: &Slots, slot: u32) -> bool {
 /// never the newest intact), tries again.
 fn build_making_room(
     (slots, scratch, tag): (&mut Slots, &Scratch, &Tag),
-    (g, extra): (u64, &[u8]),
+    what: (u64, &[u8], Packing),
     fill: Fill,
     freed: &mut Option<Beside>,
     log: &Log,
 ) -> Result<(), Failed> {
     loop {
-        let built = build(scratch, tag, g, extra, &mut *fill);
+        let built = build((scratch, tag), what, &mut *fill);
         let full = built.is_err_and(|f| matches!(f.errno, Errno::NOSPC | Errno::DQUOT));
         if !full {
             return built;
@@ -167,7 +175,11 @@ fn hold(slots: &Slots, slot: u32) -> Option<Held> {
 
 /// The archive of generation `g` as the scratch's `building`, fsync'd.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
-fn build(scratch: &Scratch, tag: &Tag, g: u64, extra: &[u8], fill: Fill) -> Result<(), Failed> {
+fn build(
+    (scratch, tag): (&Scratch, &Tag),
+    (g, extra, packing): (u64, &[u8], Packing),
+    fill: Fill,
+) -> Result<(), Failed> {
     let create = OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let out = rustix::fs::openat(
         scratch.dir(),
@@ -188,7 +200,7 @@ fn build(scratch: &Scratch, tag: &Tag, g: u64, extra: &[u8], fill: Fill) -> Resu
     let sums = scratch_file(SUMS, "create the manifest")?;
     let mut meta = Description::new(g, tag)?;
     meta.push(extra)?;
-    let mut w = Writer::new(out.as_fd(), sums.as_fd());
+    let mut w = Writer::new(out.as_fd(), sums.as_fd(), packing);
     w.bytes(META, 0o644, &meta)
         .and_then(|()| fill(&mut w))
         .and_then(|()| w.finish())

@@ -55,6 +55,7 @@ use std::path::Path;
 use rustix::fs::CWD;
 
 pub use self::commit::Take;
+pub use self::pack::Packing;
 pub use self::slots::{Publish, slot_paths};
 pub use self::table::MAX_KEEP;
 pub use self::verify::OnDamage;
@@ -82,6 +83,8 @@ pub struct Options {
     /// `--return-store`: a successful end returns the newest generation
     /// too, as a failed one does.
     pub return_store: bool,
+    /// `--no-compress`: every file stored as it is.
+    pub packing: Packing,
 }
 
 pub struct Store {
@@ -90,6 +93,7 @@ pub struct Store {
     tag: Tag,
     work: WorkingCopy,
     return_store: bool,
+    packing: Packing,
 }
 
 /// What `Store::open` made of the store for this start.
@@ -193,6 +197,7 @@ impl Store {
             tag,
             work,
             return_store: options.return_store,
+            packing: options.packing,
         })
     }
 
@@ -317,7 +322,7 @@ impl Store {
         let work = &self.work;
         let rooms = (&mut self.slots, &self.scratch, &self.tag);
         let fill = &mut |w: &mut writer::Writer| work.pack(w, None);
-        let slot = commit::write(rooms, (0, b""), Freeing::Wait, fill, log)?;
+        let slot = commit::write(rooms, (0, b"", self.packing), Freeing::Wait, fill, log)?;
         self.slots.fill()?;
         log.info(format_args!(
             "created {}: generation 0 is the job's starting state",
@@ -348,7 +353,13 @@ impl Store {
         let work = &self.work;
         let from = kept.as_ref().map(Kept::dir);
         let rooms = (&mut self.slots, &self.scratch, &self.tag);
-        let written = commit::write(rooms, (g, b""), freeing, &mut |w| work.pack(w, from), log);
+        let written = commit::write(
+            rooms,
+            (g, b"", self.packing),
+            freeing,
+            &mut |w| work.pack(w, from),
+            log,
+        );
         let slot = match written {
             Ok(slot) => slot,
             Err(f) => {
@@ -382,7 +393,13 @@ impl Store {
         let fill = &mut |w: &mut writer::Writer| {
             tree::each_name(dir, |name| w.tree(dir, name, name.to_bytes()))
         };
-        let slot = commit::write(rooms, (g, &extra[..]), Freeing::Wait, fill, log)?;
+        let slot = commit::write(
+            rooms,
+            (g, &extra[..], self.packing),
+            Freeing::Wait,
+            fill,
+            log,
+        )?;
         self.committed(g, slot, log);
         Ok(g)
     }

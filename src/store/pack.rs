@@ -8,7 +8,8 @@
 //!   to half, and then the whole file must shrink; otherwise the file is
 //!   stored as it is (copied in the kernel: see `writer`). So an
 //!   incompressible state moves no more than raw and costs no more to
-//!   commit than a copy. Within a compressed file, a block that does not
+//!   commit than a copy. `--no-compress` stores every file as it is.
+//!   Within a compressed file, a block that does not
 //!   shrink is stored raw inside its frame (3 bytes more per 128 KiB):
 //!   the noise in a memory image costs next to nothing.
 //! - The frames go straight into the archive, behind the member's header:
@@ -48,6 +49,15 @@ const MAX: u64 = 0o777_7777_7777;
 const SAMPLE: usize = 16 << 10;
 const SAMPLES: u64 = 16;
 
+/// Whether a commit compresses the files it stores.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Packing {
+    /// Where it pays (the default).
+    WherePays,
+    /// Never: every file as it is (`--no-compress`).
+    Raw,
+}
+
 /// How a file goes into a generation.
 pub enum Packed {
     /// As zstd frames, `len` bytes of them; `hash` is the raw bytes'.
@@ -57,8 +67,8 @@ pub enum Packed {
 }
 
 /// Whether a file of `len` bytes may be compressed.
-pub fn worth_trying(len: u64) -> bool {
-    (MIN..MAX).contains(&len)
+pub fn worth_trying(packing: Packing, len: u64) -> bool {
+    packing == Packing::WherePays && (MIN..MAX).contains(&len)
 }
 
 /// Compresses the first `len` bytes of `from` (a length `worth_trying`)

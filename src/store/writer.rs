@@ -28,15 +28,17 @@ pub struct Writer<'a> {
     sums: BorrowedFd<'a>,
     /// Bytes written so far: where `out`'s file position is.
     offset: u64,
+    packing: pack::Packing,
 }
 
 impl<'a> Writer<'a> {
     /// `sums`: an empty file opened for reading and writing.
-    pub fn new(out: BorrowedFd<'a>, sums: BorrowedFd<'a>) -> Self {
+    pub fn new(out: BorrowedFd<'a>, sums: BorrowedFd<'a>, packing: pack::Packing) -> Self {
         Self {
             out,
             sums,
             offset: 0,
+            packing,
         }
     }
 
@@ -152,7 +154,7 @@ impl<'a> Writer<'a> {
         entry: &Entry,
         len: u64,
     ) -> Result<Option<(u64, u64)>> {
-        if !pack::worth_trying(len) {
+        if !pack::worth_trying(self.packing, len) {
             return Ok(None);
         }
         let start = self.offset;
@@ -510,7 +512,7 @@ mod tests {
                 .unwrap()
         };
         let sums = scratch("sums");
-        let mut w = Writer::new(out.as_fd(), sums.as_fd());
+        let mut w = Writer::new(out.as_fd(), sums.as_fd(), pack::Packing::WherePays);
         f(&mut w).unwrap();
         w.finish().unwrap();
     }
