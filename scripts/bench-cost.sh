@@ -8,6 +8,8 @@
 #            runs it;
 #   keep1    the guide's self.sub (ckptrun --mode self, --keep 1 by default);
 #   keep2    the same with `--keep 2` put first in its arguments;
+#   keep0    the same with `--keep 0`;
+#   raw      the same with `--no-compress` (--keep 1);
 #   dmtcp    the guide's dmtcp.sub (tests/jobs/counter.c under DMTCP,
 #            `interval = 2`), if the real DMTCP 4.2.0 can be had: another
 #            program, so its ratio to the recipe is for scale only.
@@ -67,7 +69,7 @@ if [ -z "${CKPTRUN_BIN:-}" ]; then
     CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
 fi
 ckptrun=$(realpath "${CKPTRUN_BIN:-$bin/ckptrun}")
-jobs=(recipe keep1 keep2)
+jobs=(recipe keep1 keep2 keep0 raw)
 dmtcp=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
 if [ "${BENCH_COST_DMTCP:-1}" = 0 ]; then
     echo "bench-cost.sh: the dmtcp job left out (BENCH_COST_DMTCP=0)" >&2
@@ -131,13 +133,17 @@ submit() {
         sed -i "s|^arguments = state 2000 result|arguments = state $steps result|" "$dir/job.sub"
         append=(-append "environment = \"$self_env\"")
         ;;
-    keep1 | keep2)
+    keep1 | keep2 | keep0 | raw)
         cp "$ckptrun" "$dir/ckptrun"
         cp "$bin/examples/self_job" "$dir/"
         cp "$examples/self.sub" "$dir/job.sub"
         # The guide's job runs 2000 steps: ours as many as the recipe's.
         sed -i "s|self_job state 2000 result|self_job state $steps result|" "$dir/job.sub"
-        [ "$job" = keep1 ] || sed -i 's/^arguments *= */&--keep 2 /' "$dir/job.sub"
+        case $job in
+        keep2) sed -i 's/^arguments *= */&--keep 2 /' "$dir/job.sub" ;;
+        keep0) sed -i 's/^arguments *= */&--keep 0 /' "$dir/job.sub" ;;
+        raw) sed -i 's/^arguments *= */&--no-compress /' "$dir/job.sub" ;;
+        esac
         append=(-append "environment = \"$self_env\"")
         ;;
     dmtcp)
@@ -207,6 +213,8 @@ label() {
     recipe) echo "HTCondor's recipe (no ckptrun)" ;;
     keep1) echo "ckptrun self.sub (--keep 1)" ;;
     keep2) echo "ckptrun self.sub, --keep 2" ;;
+    keep0) echo "ckptrun self.sub, --keep 0" ;;
+    raw) echo "ckptrun self.sub, --no-compress" ;;
     dmtcp) echo "ckptrun dmtcp.sub (counter.c, --keep 1)" ;;
     esac
 }
