@@ -173,6 +173,8 @@ pub fn signal_on_parent_death(sig: Sig, was: Pid, log: &Log) {
 
 /// Supervises the job `pid` until it ends; returns how it ended.
 pub fn supervise(pid: Pid, protocol: &mut dyn Protocol, how: Supervision, log: &Log) -> Ended {
+    // What the start's restore used of the stack is not used again.
+    crate::os::stack::release();
     let started = Instant::now();
     let mut sup = Supervisor {
         job: Job { pid, started },

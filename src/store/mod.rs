@@ -375,6 +375,8 @@ impl Store {
             None if take == Take::Move => self.work.remove_committed(log),
             None => {}
         }
+        // A commit while the job runs goes on supervising after it.
+        crate::os::stack::release();
         Ok(g)
     }
 
@@ -401,6 +403,7 @@ impl Store {
             log,
         )?;
         self.committed(g, slot, log);
+        crate::os::stack::release();
         Ok(g)
     }
 
