@@ -10,32 +10,36 @@ const PAGE: usize = 4096;
 /// Left alone below this function's own frame: its callee (the system
 /// call's wrapper, a frame of some bytes) and the red zone (128 bytes).
 const MARGIN: usize = PAGE;
-/// How far below the margin pages are handed back. Deeper than any frame
-/// ckptrun makes, and short of any other mapping: the kernel places
-/// mappings at least 128 MiB below the stack's top (mmap_base), and
-/// ckptrun calls this within a few hundred KiB of that top.
-const SPAN: usize = 1 << 20;
+/// How far below the margin pages are handed back: more than a restore
+/// uses below the supervision loop (some 150 KiB), and less than the
+/// gap the kernel keeps free below a stack (see `release`).
+const SPAN: usize = 256 << 10;
 
 /// Hands back the stack pages below the caller's frame (those of
-/// functions that have returned). What of the range is not mapped is
-/// skipped; an error only leaves the pages resident.
+/// functions that have returned). An error (ENOMEM: part of the range
+/// is not mapped, the rest is still dropped) only leaves pages resident.
 #[inline(never)]
 pub fn release() {
     let mark = 0u8;
-    let here = core::ptr::addr_of!(mark) as usize;
-    let top = (here - MARGIN) & !(PAGE - 1);
-    // SAFETY: [top - SPAN, top) is this thread's stack below the frame
-    // of this function less MARGIN, or unmapped: on a stack that grows
-    // down, that is memory of frames that have returned (ckptrun runs one
-    // thread; a signal handler that ran there has returned too, and one
-    // that runs after this call finds zeroed pages, as a fresh stack). No
-    // other mapping lies within SPAN below it (see SPAN). MADV_DONTNEED
-    // on private anonymous memory only drops the pages: the next touch
-    // maps a zeroed one.
+    let here = core::hint::black_box(&mark) as *const u8 as usize;
+    let top = here.saturating_sub(MARGIN) & !(PAGE - 1);
+    let bottom = top.saturating_sub(SPAN);
+    // SAFETY: [bottom, top) is the main stack below this frame (less
+    // MARGIN), or the unmapped gap below the stack's mapping: the kernel
+    // places no other mapping within stack_guard_gap (1 MiB by default,
+    // since Linux 4.12) below it, and with the usual layout none within
+    // 128 MiB of the stack's top (mmap_base), which this is within 1 MiB
+    // of. On a stack that grows down, what lies below this frame belongs
+    // to frames that have returned: ckptrun runs one thread (its
+    // children are processes), has no alternate signal stack, and a
+    // handler that ran there has returned; one that runs later finds
+    // zeroed pages, as on a fresh stack. MADV_DONTNEED on private
+    // anonymous memory only drops the pages: the next touch maps a
+    // zeroed one.
     let _ = unsafe {
         rustix::mm::madvise(
-            (top - SPAN) as *mut core::ffi::c_void,
-            SPAN,
+            bottom as *mut core::ffi::c_void,
+            top - bottom,
             rustix::mm::Advice::LinuxDontNeed,
         )
     };

@@ -360,6 +360,10 @@ impl Store {
             &mut |w| work.pack(w, from),
             log,
         );
+        // A commit while the job runs goes on supervising after it: the
+        // stack the archive's writing used is handed back, whatever came
+        // of it.
+        crate::os::stack::release();
         let slot = match written {
             Ok(slot) => slot,
             Err(f) => {
@@ -375,8 +379,6 @@ impl Store {
             None if take == Take::Move => self.work.remove_committed(log),
             None => {}
         }
-        // A commit while the job runs goes on supervising after it.
-        crate::os::stack::release();
         Ok(g)
     }
 
@@ -395,15 +397,16 @@ impl Store {
         let fill = &mut |w: &mut writer::Writer| {
             tree::each_name(dir, |name| w.tree(dir, name, name.to_bytes()))
         };
-        let slot = commit::write(
+        let written = commit::write(
             rooms,
             (g, &extra[..], self.packing),
             Freeing::Wait,
             fill,
             log,
-        )?;
-        self.committed(g, slot, log);
+        );
         crate::os::stack::release();
+        let slot = written?;
+        self.committed(g, slot, log);
         Ok(g)
     }
 
