@@ -9,7 +9,7 @@ use crate::config::values::{Source, Value};
 use crate::os::error::Error;
 use crate::os::sys::Sig;
 use crate::run::signals;
-use crate::store::OnDamage;
+use crate::store::{OnDamage, Packing};
 
 /// The modes an option is for.
 pub(super) const C: u8 = 1;
@@ -150,7 +150,7 @@ pub(super) fn set(
         Opt::Keep => config.keep = value.keep()?,
         Opt::FreshIfDamaged => config.on_damage = OnDamage::StartAfresh,
         Opt::ReturnStore => config.return_store = true,
-        Opt::NoCompress => config.no_compress = true,
+        Opt::NoCompress => config.packing = Packing::Raw,
         Opt::JobCkptExit => config.job_ckpt_exit = Some(value.job_exit_code()?),
         Opt::JobCkptSignal => config.job_ckpt_signal = Some(value.signal(job_ckpt_signal)?),
         Opt::CkptSignal => config.ckpt_signal = Some(value.signal(signals::catchable)?),

@@ -91,8 +91,8 @@ pub struct Config {
     /// `--return-store`: the store comes back with the job's outputs at
     /// its successful end too.
     pub return_store: bool,
-    /// `--no-compress`: the store keeps every file as it is.
-    pub no_compress: bool,
+    /// Whether the store compresses (`--no-compress`: never).
+    pub packing: crate::store::Packing,
     pub job_ckpt_exit: Option<u8>,
     pub job_ckpt_signal: Option<Sig>,
     pub ckpt_signal: Option<Sig>,
@@ -148,7 +148,7 @@ impl Default for Config {
             on_damage: crate::store::OnDamage::Refuse,
             publish: crate::store::Publish::Newest,
             return_store: false,
-            no_compress: false,
+            packing: crate::store::Packing::WherePays,
             job_ckpt_exit: None,
             job_ckpt_signal: None,
             ckpt_signal: None,
@@ -195,10 +195,7 @@ impl Config {
             on_damage: self.on_damage,
             publish: self.publish,
             return_store: self.return_store,
-            packing: match self.no_compress {
-                false => crate::store::Packing::WherePays,
-                true => crate::store::Packing::Raw,
-            },
+            packing: self.packing,
         }
     }
 

@@ -50,7 +50,7 @@ const SAMPLE: usize = 16 << 10;
 const SAMPLES: u64 = 16;
 
 /// Whether a commit compresses the files it stores.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Packing {
     /// Where it pays (the default).
     WherePays,
