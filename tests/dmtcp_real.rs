@@ -870,13 +870,8 @@ fn image_heads(dir: &Path) -> Vec<(String, Vec<u8>)> {
     images
         .into_iter()
         .map(|name| {
-            let out = Command::new("tar")
-                .arg("-xOf")
-                .arg(&slot)
-                .arg(&name)
-                .output()
-                .unwrap();
-            (name, out.stdout[..4.min(out.stdout.len())].to_vec())
+            let stored = tar_stored(&slot, &name).unwrap();
+            (name, stored[..4.min(stored.len())].to_vec())
         })
         .collect()
 }

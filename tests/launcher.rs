@@ -846,10 +846,9 @@ fn the_stack_a_commit_used_while_the_job_runs_is_not_kept() {
 /// its job exec'd.
 fn supervising(pid: i32) -> bool {
     let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
-    let waits = read(format!("/proc/{pid}/wchan")).starts_with("do_sigtimedwait");
     let job = read(format!("/proc/{pid}/task/{pid}/children"));
     let job = job.split_whitespace().next().unwrap_or("0");
-    waits && read(format!("/proc/{job}/comm")).trim() == "sleep"
+    waits(pid) && read(format!("/proc/{job}/comm")).trim() == "sleep"
 }
 
 /// `ckptrun --mode init --log ckptrun.log -- JOB` under `strace -f` with

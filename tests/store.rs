@@ -714,19 +714,6 @@ fn random_and_zero_filled_states_are_stored_as_each_pays_and_come_back_whole() {
     assert!(member == zeros, "zstd expands the member to the state");
 }
 
-/// The bytes of `member` in the archive `slot` as GNU tar gives them:
-/// a compressed member's zstd frames, not what they expand to.
-fn stored_bytes(slot: &Path, member: &str) -> Vec<u8> {
-    let out = Command::new("tar")
-        .arg("-xOf")
-        .arg(slot)
-        .arg(member)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{member} in {}", slot.display());
-    out.stdout
-}
-
 #[test]
 fn with_no_compress_a_state_that_compresses_is_stored_as_it_is() {
     // 8 MiB of zeros, which compress to some kilobytes by default (see
@@ -746,7 +733,7 @@ fn with_no_compress_a_state_that_compresses_is_stored_as_it_is() {
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
     let slot = slot_of(&sandbox.dir, STORE, 1);
     assert!(std::fs::metadata(&slot).unwrap().len() > 8 << 20);
-    let stored = stored_bytes(&slot, "state");
+    let stored = tar_stored(&slot, "state").unwrap();
     assert!(stored == zeros, "stored raw, begins {:x?}", &stored[..4]);
     assert_ne!(&stored[..4], ZSTD);
     // A run without the flag restores it all the same, in a new sandbox.

@@ -765,10 +765,9 @@ pub fn top_slots(dir: &Path, name: &str) -> Vec<PathBuf> {
     found
 }
 
-/// A member of a generation's archive, read by GNU tar (not ckptrun),
-/// and by `zstd -dc` if it is stored compressed (a zstd stream), as a
-/// user reads it by hand (docs/store.md).
-pub fn tar_member(archive: &Path, member: &str) -> Option<Vec<u8>> {
+/// A member of a generation's archive as GNU tar gives it: a compressed
+/// member's zstd frames, not what they expand to.
+pub fn tar_stored(archive: &Path, member: &str) -> Option<Vec<u8>> {
     let out = Command::new("tar")
         .arg("-xOf")
         .arg(archive)
@@ -776,11 +775,16 @@ pub fn tar_member(archive: &Path, member: &str) -> Option<Vec<u8>> {
         .stderr(Stdio::null())
         .output()
         .unwrap();
-    if !out.status.success() {
-        return None;
-    }
-    if !out.stdout.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        return Some(out.stdout);
+    out.status.success().then_some(out.stdout)
+}
+
+/// A member of a generation's archive, read by GNU tar (not ckptrun),
+/// and by `zstd -dc` if it is stored compressed (a zstd stream), as a
+/// user reads it by hand (docs/store.md).
+pub fn tar_member(archive: &Path, member: &str) -> Option<Vec<u8>> {
+    let stored = tar_stored(archive, member)?;
+    if !stored.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        return Some(stored);
     }
     let mut zstd = Command::new("zstd")
         .arg("-dc")
@@ -789,7 +793,7 @@ pub fn tar_member(archive: &Path, member: &str) -> Option<Vec<u8>> {
         .spawn()
         .expect("zstd (scripts/setup.sh installs it)");
     let mut input = zstd.stdin.take().unwrap();
-    let feed = std::thread::spawn(move || std::io::Write::write_all(&mut input, &out.stdout));
+    let feed = std::thread::spawn(move || std::io::Write::write_all(&mut input, &stored));
     let expanded = zstd.wait_with_output().unwrap();
     feed.join().unwrap().unwrap();
     expanded.status.success().then_some(expanded.stdout)
