@@ -45,6 +45,8 @@ if [ "${1:-}" = "--bench" ]; then
     command -v dumb-init >/dev/null || packages+=(dumb-init)
     command -v catatonit >/dev/null || packages+=(catatonit)
     command -v pgrep >/dev/null || packages+=(procps)
+    # scripts/bench-memory.sh: the kernel's kmem:rss_stat tracepoint.
+    command -v perf >/dev/null || packages+=(linux-perf)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
     sudo=""
