@@ -564,7 +564,9 @@ fn nothing_the_job_left_running_writes_into_a_committed_generation() {
 fn a_store_inside_a_checkpoint_directory_is_refused() {
     let sandbox = Sandbox::new("self-overlap");
     std::fs::create_dir(sandbox.path("d")).unwrap();
-    for store in ["d/ckptrun.store", "d", "./d"] {
+    // Through a symlink too: the paths are compared resolved.
+    std::os::unix::fs::symlink("d", sandbox.path("link")).unwrap();
+    for store in ["d/ckptrun.store", "d", "./d", "link/ckptrun.store"] {
         let out = run(sandbox.ckptrun([
             "--mode",
             "self",

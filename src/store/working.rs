@@ -318,7 +318,7 @@ pub fn check_apart(store: &Path, base: &OsStr, paths: &[OsString]) -> Result<(),
 
 /// `path` with symlinks resolved, as far as it exists.
 fn resolved(path: &Path) -> std::path::PathBuf {
-    if let Ok(p) = path.canonicalize() {
+    if let Ok(p) = crate::os::dir::real_path(path) {
         return p;
     }
     match (path.parent(), path.file_name()) {

@@ -37,8 +37,7 @@ impl Tools {
     /// preloaded; ckptrun never starts a job it could not checkpoint.
     pub fn check_install(&self) -> Result<(), Error> {
         let real = |tool: &Path| {
-            tool.canonicalize()
-                .map_err(|e| Error::usage(tool.display(), e))
+            crate::os::dir::real_path(tool).map_err(|e| Error::usage(tool.display(), e))
         };
         let launch = real(&self.launch)?;
         let install = launch
