@@ -24,6 +24,8 @@ fi
 #   which ckptrun's SIGILL handler turns into one line on stderr; std's
 #   panic hook, message formatting and unwinder (~100 KB) are left out.
 # -Cforce-unwind-tables=no: no .eh_frame; nothing unwinds.
+# --no-eh-frame-hdr: no .eh_frame_hdr (68 bytes): its only reader is an
+#   unwinder, and nothing unwinds (the two flags above).
 # -z pack-relative-relocs: the static PIE's relocations as DT_RELR (80 bytes
 #   instead of 5.6 KB of .rela.dyn, one page less mapped; musl's start-up
 #   code applies them; GNU ld 2.38 or later). RELRO and PIE stay.
@@ -36,7 +38,7 @@ fi
 #   (its stack and heap still are; the job is not affected).
 # build-std-features optimize_for_size, without `backtrace`.
 export RUSTC_BOOTSTRAP=1
-export RUSTFLAGS="-C target-feature=+crt-static -Zunstable-options -Cpanic=immediate-abort -Cforce-unwind-tables=no -Clink-arg=-Wl,-z,pack-relative-relocs"
+export RUSTFLAGS="-C target-feature=+crt-static -Zunstable-options -Cpanic=immediate-abort -Cforce-unwind-tables=no -Clink-arg=-Wl,-z,pack-relative-relocs -Clink-arg=-Wl,--no-eh-frame-hdr"
 unset CARGO_ENCODED_RUSTFLAGS
 base_rustflags=$RUSTFLAGS
 for target in "$@"; do
