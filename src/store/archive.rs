@@ -92,14 +92,6 @@ impl PathBuf {
         p.join(rest)?;
         Ok(p)
     }
-
-    /// What follows `prefix/`, if this path is below `prefix`.
-    pub fn below(&self, prefix: &[u8]) -> Option<&[u8]> {
-        self.as_bytes()
-            .strip_prefix(prefix)?
-            .strip_prefix(b"/")
-            .filter(|rest| !rest.is_empty())
-    }
 }
 
 impl fmt::Display for PathBuf {
@@ -419,12 +411,18 @@ fn parse_pax(mut records: &[u8], pax: &mut Pax) -> core::result::Result<(), Bad>
 /// expanded by a child (see `pack`), and not fsync'd: working copies are
 /// rebuilt from the store before every start, so a crash cannot leave one
 /// that is used. A directory is made writable by its owner, so that what
-/// it holds can be created.
-pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr) -> Result<()> {
+/// it holds can be created. For a compressed file, the hash of the bytes
+/// it expanded to, as written.
+pub fn extract(
+    archive: BorrowedFd,
+    member: &Member,
+    dir: BorrowedFd,
+    to: &CStr,
+) -> Result<Option<u64>> {
     let mode = Mode::from_raw_mode(member.mode);
     match member.kind {
-        Kind::Dir => rustix::fs::mkdirat(dir, to, mode | Mode::RWXU),
-        Kind::Symlink => rustix::fs::symlinkat(member.link.c(), dir, to),
+        Kind::Dir => rustix::fs::mkdirat(dir, to, mode | Mode::RWXU).map(|()| None),
+        Kind::Symlink => rustix::fs::symlinkat(member.link.c(), dir, to).map(|()| None),
         Kind::File => {
             let out = rustix::fs::openat(
                 dir,
@@ -432,14 +430,17 @@ pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr)
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
                 mode,
             )?;
-            match member.compressed {
-                None => copy(archive, Some(member.offset), out.as_fd(), member.size)?,
+            let hash = match member.compressed {
+                None => {
+                    copy(archive, Some(member.offset), out.as_fd(), member.size)?;
+                    None
+                }
                 Some(raw) => {
                     let data = (member.offset, member.size, raw);
-                    crate::store::pack::expand(archive, data, Some(out.as_fd()))
-                        .ok_or(Errno::IO)?;
+                    let hash = crate::store::pack::expand(archive, data, Some(out.as_fd()));
+                    Some(hash.ok_or(Errno::IO)?)
                 }
-            }
+            };
             let when = rustix::fs::Timespec {
                 tv_sec: member.mtime as _,
                 tv_nsec: 0,
@@ -448,7 +449,7 @@ pub fn extract(archive: BorrowedFd, member: &Member, dir: BorrowedFd, to: &CStr)
                 last_access: when,
                 last_modification: when,
             };
-            rustix::fs::futimens(&out, &times)
+            rustix::fs::futimens(&out, &times).map(|()| hash)
         }
     }
 }

@@ -107,10 +107,43 @@ pub enum Verdict {
     Damaged(Option<PathBuf>),
 }
 
+/// The hashes of compressed members, each with its member's offset in
+/// the archive, summed: one number for a set of (member, hash) pairs,
+/// whatever order they were taken in, that two processes can compare.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fold(pub u64);
+
+impl Fold {
+    pub fn add(&mut self, offset: u64, hash: u64) {
+        // splitmix64's finalizer: each pair to a number of its own.
+        let mut z = hash ^ offset.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        self.0 = self.0.wrapping_add(z ^ (z >> 31));
+    }
+}
+
+/// Which compressed members a caller expands itself, by path.
+pub trait Elsewhere {
+    fn takes(&self, path: &[u8]) -> bool;
+}
+
 /// Checks every member of `archive`, and every byte of their data,
 /// against its manifest.
-#[inline(never)] // A large frame: see how-it-works.md, "Memory".
 pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
+    verify_but(archive, None, &mut Fold::default())
+}
+
+/// `verify`, but the compressed members whose paths `elsewhere` takes
+/// are not expanded here: their lines are checked but for the hash,
+/// and the hash each lists goes into `listed`, for the caller to match
+/// with what expanding them gave (a restore: see `store::verify`).
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+pub fn verify_but(
+    archive: BorrowedFd,
+    elsewhere: Option<&dyn Elsewhere>,
+    listed: &mut Fold,
+) -> core::result::Result<Verdict, Bad> {
     let mut last = None;
     each_member(archive, |m| {
         last = Some((m.offset, m.size, m.path.as_bytes() == NAME));
@@ -121,12 +154,18 @@ pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
     };
     let mut at = 0u64;
     let mut bad = None;
-    let mut listed = [0u8; 2 * PATH_MAX + 64];
+    let mut text = [0u8; 2 * PATH_MAX + 64];
     each_member(archive, |m| {
         if m.offset == sums && m.path.as_bytes() == NAME {
             return Ok(false);
         }
-        let Some(line) = line_of(archive, m)? else {
+        let here = m.compressed.is_none() || !elsewhere.is_some_and(|e| e.takes(m.path.as_bytes()));
+        let line = match here {
+            true => line_of(archive, m)?,
+            // Its hash is read from the manifest below.
+            false => Line::new(m.kind, m.path.as_bytes(), m.link.as_bytes(), 0).map(Some)?,
+        };
+        let Some(line) = line else {
             bad = Some(m.path.clone());
             return Ok(false);
         };
@@ -134,9 +173,17 @@ pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
         let len = line.len() as u64;
         let fits = at + len <= sums_len;
         if fits {
-            crate::os::copy::read_at(archive, &mut listed[..line.len()], sums + at)?;
+            crate::os::copy::read_at(archive, &mut text[..line.len()], sums + at)?;
         }
-        if !fits || &listed[..line.len()] != line {
+        let text = &text[..line.len()];
+        let same = fits
+            && match here {
+                true => text == line,
+                false => listed_hash(text, line)
+                    .map(|hash| listed.add(m.offset, hash))
+                    .is_some(),
+            };
+        if !same {
             bad = Some(m.path.clone());
             return Ok(false);
         }
@@ -148,6 +195,29 @@ pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
         None if at != sums_len => Verdict::Damaged(None),
         None => Verdict::Intact,
     })
+}
+
+/// The hash a file's manifest line `listed` gives, if it is `line` but
+/// for the hash (16 lowercase hex digits before the newline, as
+/// `Line::new` writes them).
+fn listed_hash(listed: &[u8], line: &[u8]) -> Option<u64> {
+    let digits = line.len().checked_sub(17)?;
+    if listed.len() != line.len()
+        || listed[..digits] != line[..digits]
+        || listed.last() != Some(&b'\n')
+    {
+        return None;
+    }
+    let mut hash = 0u64;
+    for &d in &listed[digits..line.len() - 1] {
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            _ => return None,
+        };
+        hash = hash << 4 | u64::from(v);
+    }
+    Some(hash)
 }
 
 #[cfg(test)]
@@ -165,5 +235,36 @@ mod tests {
         assert_eq!(line.bytes(), b"XXH3 (h.txt) = 9555e8555c62dcfd\n");
         let line = Line::new(Kind::Symlink, b"d/l", b"../a", 0).unwrap();
         assert_eq!(line.bytes(), b"# symlink d/l -> ../a\n");
+    }
+
+    #[test]
+    fn a_listed_hash_is_read_only_from_the_same_line() {
+        let want = Line::new(Kind::File, b"h.txt", b"", 0).unwrap();
+        let want = want.bytes();
+        let hash = |listed: &[u8]| listed_hash(listed, want);
+        assert_eq!(
+            hash(b"XXH3 (h.txt) = 9555e8555c62dcfd\n"),
+            Some(0x9555_e855_5c62_dcfd)
+        );
+        // Another path, a digit not as written, no newline: not its line.
+        assert_eq!(hash(b"XXH3 (h.txy) = 9555e8555c62dcfd\n"), None);
+        assert_eq!(hash(b"XXH3 (h.txt) = 9555E8555c62dcfd\n"), None);
+        assert_eq!(hash(b"XXH3 (h.txt) = 9555e8555c62dcfdd"), None);
+        assert_eq!(hash(b"# dir h.txt\n"), None);
+    }
+
+    #[test]
+    fn a_fold_is_the_same_set_in_any_order_and_no_other() {
+        let fold = |pairs: &[(u64, u64)]| {
+            let mut f = Fold::default();
+            pairs.iter().for_each(|&(o, h)| f.add(o, h));
+            f
+        };
+        let (a, b) = ((4096, 7), (8192, 9));
+        assert_eq!(fold(&[a, b]), fold(&[b, a]));
+        assert_ne!(fold(&[a, b]), fold(&[a]));
+        // The hashes swapped between the members.
+        assert_ne!(fold(&[a, b]), fold(&[(4096, 9), (8192, 7)]));
+        assert_ne!(fold(&[a, b]), fold(&[a, (8192, 8)]));
     }
 }

@@ -14,6 +14,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use crate::os::log::Log;
 use crate::os::tree;
 use crate::store::generation::{Failed, Meta, at};
+use crate::store::manifest::{self, Fold};
 use crate::store::scratch::{RESTORE, Scratch};
 use crate::store::working::WorkingCopy;
 
@@ -22,9 +23,25 @@ use crate::store::working::WorkingCopy;
 pub trait Extract {
     /// Whether generation `meta` holds anything for it.
     fn wants(&self, meta: &Meta) -> bool;
+    /// Whether it extracts the member at `path`.
+    fn takes(&self, path: &[u8]) -> bool;
     /// Extracts what it needs of the archive `archive` into the empty
-    /// directory `into` (the scratch's `restore`).
-    fn extract(&mut self, archive: BorrowedFd, into: BorrowedFd) -> Result<(), Failed>;
+    /// directory `into` (the scratch's `restore`); the hash of each
+    /// compressed member, as expanded, goes into `expanded`.
+    fn extract(
+        &mut self,
+        archive: BorrowedFd,
+        into: BorrowedFd,
+        expanded: &mut Fold,
+    ) -> Result<(), Failed>;
+}
+
+/// The compressed members the copies of a generation expand: the check
+/// beside them leaves those to them (see `verify`).
+impl manifest::Elsewhere for (&Restore<'_, '_>, &Meta) {
+    fn takes(&self, path: &[u8]) -> bool {
+        self.0.takes(self.1, path)
+    }
 }
 
 pub struct Restore<'a, 'e> {
@@ -58,17 +75,25 @@ impl<'a, 'e> Restore<'a, 'e> {
         !self.work.is_empty() || self.extract.as_ref().is_some_and(|e| e.wants(meta))
     }
 
+    /// Whether the copies of generation `meta` take its member at `path`
+    /// (and so expand it, if it is compressed).
+    pub fn takes(&self, meta: &Meta, path: &[u8]) -> bool {
+        self.work.takes(path)
+            || (self.extract.as_ref()).is_some_and(|e| e.wants(meta) && e.takes(path))
+    }
+
     /// Makes the copies of the generation `archive` (described by `meta`)
-    /// beside where they go.
-    pub fn prepare(&mut self, archive: BorrowedFd, meta: &Meta) -> Prepared {
+    /// beside where they go; the hash of each compressed member, as
+    /// expanded, goes into `expanded`.
+    pub fn prepare(&mut self, archive: BorrowedFd, meta: &Meta, expanded: &mut Fold) -> Prepared {
         if let Some(extract) = self.extract.as_deref_mut()
             && extract.wants(meta)
         {
             let into = self.scratch.fresh_dir(RESTORE).map_err(at("restore"))?;
             self.extracted = true;
-            extract.extract(archive, into.as_fd())?;
+            extract.extract(archive, into.as_fd(), expanded)?;
         }
-        self.work.prepare(archive)
+        self.work.prepare(archive, expanded)
     }
 
     /// Removes the copies `prepare` made: the generation is damaged.
@@ -93,7 +118,7 @@ impl<'a, 'e> Restore<'a, 'e> {
         if prepared.is_err() {
             self.unprepare();
             self.work.make_room()?;
-            self.prepare(archive, meta)?;
+            self.prepare(archive, meta, &mut Fold::default())?;
         }
         self.work.put_in_place(log)
     }

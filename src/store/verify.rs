@@ -25,7 +25,7 @@ use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::store::archive::{Bad, PathBuf};
 use crate::store::generation::{Failed, Generation, Meta, at};
-use crate::store::manifest;
+use crate::store::manifest::{self, Fold};
 use crate::store::restore::{Prepared, Restore};
 use crate::store::scratch::{FAILED, Scratch, damaged_name};
 use crate::store::slots::Slots;
@@ -132,25 +132,34 @@ pub fn newest_intact(
 }
 
 /// Verifies generation `file` in a child process (`Beside`) while this
-/// one makes the restart's copies of it. Where the child gives no
-/// verdict, the check is made here.
+/// one makes the restart's copies of it. The compressed members the
+/// copies take are expanded once, by the copy: the child checks their
+/// lines but for the hash, and sums the hashes listed (`Fold`); the copy
+/// sums the hashes of what it expanded and wrote. The generation is
+/// intact if the child found the rest intact and the sums agree. Where
+/// they do not, or the copy was not made whole, or the child gives no
+/// verdict, the whole check is made again here.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
 fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Check, Prepared) {
     if !restore.wants(meta) {
         return (check(file, meta), Ok(()));
     }
-    let beside = Beside::start(|| {
-        Some([match check(file, meta) {
-            Check::Intact => 0,
-            Check::Unverified => 1,
-            Check::Damaged(_) => 2,
-        }])
+    let beside = Beside::<2>::start(|| {
+        let mut listed = Fold::default();
+        let verdict = match manifest::verify_but(file, Some(&(&*restore, meta)), &mut listed) {
+            Ok(manifest::Verdict::Intact) => 0,
+            Ok(manifest::Verdict::NoManifest) if meta.is_store_1() => 1,
+            _ => 2,
+        };
+        Some([verdict, listed.0])
     });
-    let prepared = restore.prepare(file, meta);
+    let mut expanded = Fold::default();
+    let prepared = restore.prepare(file, meta, &mut expanded);
     let verdict = match beside.and_then(Beside::result) {
-        Some([0]) => Check::Intact,
-        Some([1]) => Check::Unverified,
-        // Damaged (why is found again here), or no verdict.
+        Some([0, listed]) if prepared.is_ok() && listed == expanded.0 => Check::Intact,
+        Some([1, _]) => Check::Unverified,
+        // Damaged (why is found again here), a member that expanded to
+        // other bytes than its manifest lists, or no verdict.
         _ => check(file, meta),
     };
     (verdict, prepared)

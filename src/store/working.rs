@@ -26,6 +26,7 @@ use crate::os::log::Log;
 use crate::os::tree::{self, Fingerprint};
 use crate::store::archive::{self, Bad};
 use crate::store::generation::{Failed, at};
+use crate::store::manifest::Fold;
 use crate::store::writer::Writer;
 
 /// The most `--ckpt` paths one job may have.
@@ -112,12 +113,19 @@ impl WorkingCopy {
         }
     }
 
+    /// Whether a member at `path` in a generation is one of the paths, or
+    /// below one: what `prepare` copies.
+    pub fn takes(&self, path: &[u8]) -> bool {
+        self.ckpts.iter().any(|c| c.part(path).is_some())
+    }
+
     /// Each path's copy of the generation `archive`, made beside it; the
-    /// paths themselves are not touched.
-    pub fn prepare(&mut self, archive: BorrowedFd) -> Result<(), Failed> {
+    /// paths themselves are not touched. The hash of each compressed
+    /// member, as expanded, goes into `expanded`.
+    pub fn prepare(&mut self, archive: BorrowedFd, expanded: &mut Fold) -> Result<(), Failed> {
         self.held = 0;
         for (i, c) in self.ckpts.iter().enumerate() {
-            if c.prepare(archive)? {
+            if c.prepare(archive, expanded)? {
                 self.held |= 1 << i;
             }
         }
@@ -231,25 +239,39 @@ impl Ckpt {
         Some((st.st_dev, st.st_ino))
     }
 
+    /// Where a member at `path` goes below this path: `Some(b"")` for
+    /// the path itself, what follows `NAME/` for one below it, none for
+    /// one elsewhere.
+    fn part<'p>(&self, path: &'p [u8]) -> Option<&'p [u8]> {
+        let rest = path.strip_prefix(self.name.to_bytes())?;
+        match rest.strip_prefix(b"/") {
+            None if rest.is_empty() => Some(rest),
+            Some(below) if !below.is_empty() => Some(below),
+            _ => None,
+        }
+    }
+
     /// Makes this path's copy of the archive `file` as `new`, beside it
     /// (any earlier `new` removed first); whether the archive holds the
-    /// path. The working path is not touched.
-    fn prepare(&self, file: BorrowedFd) -> Result<bool, Failed> {
-        let name = self.name.to_bytes();
+    /// path. The working path is not touched. Each compressed member's
+    /// hash, as expanded, goes into `expanded`.
+    fn prepare(&self, file: BorrowedFd, expanded: &mut Fold) -> Result<bool, Failed> {
         let parent = self.parent.as_fd();
         tree::remove(parent, &self.new).map_err(at("restore"))?;
         let new = archive::PathBuf::from(self.new.to_bytes()).map_err(at("restore"))?;
         let mut held = false;
         let done = archive::each_member(file, |m| {
-            let to = if m.path.as_bytes() == name {
-                held = true;
-                new.clone()
-            } else if let Some(rest) = m.path.below(name) {
-                new.joined(rest)?
-            } else {
-                return Ok(true);
+            let to = match self.part(m.path.as_bytes()) {
+                None => return Ok(true),
+                Some(b"") => {
+                    held = true;
+                    new.clone()
+                }
+                Some(rest) => new.joined(rest)?,
             };
-            archive::extract(file, m, parent, to.c())?;
+            if let Some(hash) = archive::extract(file, m, parent, to.c())? {
+                expanded.add(m.offset, hash);
+            }
             Ok(true)
         });
         match done {

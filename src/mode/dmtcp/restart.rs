@@ -27,6 +27,7 @@ use crate::os::log::Log;
 use crate::os::sys;
 use crate::store::archive::{self, Bad};
 use crate::store::generation::{Failed, Generation, Meta, at};
+use crate::store::manifest::Fold;
 use crate::store::restore::Extract;
 
 /// dmtcp_restart's own failures, and a restart that did not complete.
@@ -41,10 +42,21 @@ impl Extract for Images {
         meta.generation() != Some(0)
     }
 
-    fn extract(&mut self, file: BorrowedFd, into: BorrowedFd) -> Result<(), Failed> {
+    fn takes(&self, path: &[u8]) -> bool {
+        is_image(path)
+    }
+
+    fn extract(
+        &mut self,
+        file: BorrowedFd,
+        into: BorrowedFd,
+        expanded: &mut Fold,
+    ) -> Result<(), Failed> {
         let done = archive::each_member(file, |m| {
-            if is_image(m.path.as_bytes()) {
-                archive::extract(file, m, into, m.path.c())?;
+            if self.takes(m.path.as_bytes())
+                && let Some(hash) = archive::extract(file, m, into, m.path.c())?
+            {
+                expanded.add(m.offset, hash);
             }
             Ok(true)
         });
@@ -137,6 +149,7 @@ impl Restart {
             if is_image(path) {
                 found.push(restore_at.join(OsStr::from_bytes(path)).into_os_string());
             } else if is_saved_files(path) {
+                // Verified with the generation: its hash is not needed.
                 archive::extract(file, m, images, m.path.c())?;
             }
             Ok(true)
