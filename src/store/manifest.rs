@@ -20,8 +20,10 @@
 //! Verifying rebuilds each line from the member read and compares it with
 //! the manifest's, byte for byte: a changed byte in a file, a member
 //! missing, added, renamed or of another kind, or a cut-off manifest all
-//! differ. Nothing here allocates: lines are built in a fixed buffer, and
-//! data is hashed through one on the stack.
+//! differ. A restore, which expands the compressed files it copies,
+//! checks their hashes from that expansion (`verify_but`). Nothing here
+//! allocates: lines are built in a fixed buffer, and data is hashed
+//! through one on the stack.
 
 use std::os::fd::BorrowedFd;
 

@@ -4,7 +4,9 @@
 //! - Before any restart the chosen generation is checked in full against
 //!   its manifest (see `manifest`), by a child process while this one
 //!   makes the restart's copies of it (see `restore`): on two cores the
-//!   check then costs little beside the copy.
+//!   check then costs little beside the copy. A compressed file the
+//!   copies take is expanded once, by them, and its hash checked from
+//!   that (`check_preparing`).
 //! - A damaged generation is never restored: the newest intact one below
 //!   it is, and stderr says what was lost (`newest_intact`). Its slot is
 //!   marked damaged, so the next commits replace it first.
