@@ -817,6 +817,23 @@ fn random_and_zero_filled_states_are_stored_as_each_pays_and_come_back_whole() {
 }
 
 #[test]
+fn a_compressed_state_of_many_full_frames_comes_back_whole() {
+    // 12 MiB of noise, then text: compressed (the text pays), its frames
+    // of noise as long as a frame can be (raw blocks), more of them than
+    // the other tests' states have.
+    let mut state = vec![0u8; 12 << 20];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").unwrap(),
+        &mut state,
+    )
+    .unwrap();
+    state.extend(noise_then_text(4).split_off(1 << 20));
+    let (size, member) = committed_and_restored_elsewhere("full-frames", &state);
+    assert!(member == state, "zstd expands the member to the state");
+    assert!(size > 12 << 20 && size < state.len() as u64, "{size}");
+}
+
+#[test]
 fn with_no_compress_a_state_that_compresses_is_stored_as_it_is() {
     // 8 MiB of zeros, which compress to some kilobytes by default (see
     // above): with --no-compress the member is the state's bytes as they
