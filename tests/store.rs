@@ -817,6 +817,40 @@ fn random_and_zero_filled_states_are_stored_as_each_pays_and_come_back_whole() {
 }
 
 #[test]
+fn a_compressed_copy_made_again_for_lack_of_room_is_checked_too() {
+    // A start that finds an uncommitted 8 MiB state in the way, on a
+    // 16 MiB disk: the generation's copy (8 MiB, stored compressed) does
+    // not fit beside it. The generation is checked, the leftover removed,
+    // the copy made again, and what it expanded to checked against the
+    // hashes the manifest lists before it is put in place.
+    let first = Sandbox::new("remake-1");
+    let mut state = noise_then_text(5);
+    state.extend(noise_then_text(6));
+    std::fs::write(first.path("ref"), &state).unwrap();
+    let out = run(job_of(&first, &[], "cp ref state; exit 17"));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let slot = slot_of(&first.dir, STORE, 1);
+    let stored = tar_stored(&slot, "state").unwrap();
+    assert!(
+        stored.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
+        "stored compressed"
+    );
+    let sandbox = Sandbox::new("remake-2");
+    let Some(disk) = SmallDisk::mount(&sandbox, "16m", "a_compressed_copy_made_again") else {
+        return;
+    };
+    std::fs::copy(&slot, disk.path(slot.file_name().unwrap())).unwrap();
+    std::fs::write(disk.path("state"), vec![7u8; 8 << 20]).unwrap();
+    let job = format!(
+        "cmp -s state {} && echo same > result",
+        first.path("ref").display()
+    );
+    let out = run(job_of(&disk, &[], &job));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(result(&disk), "same\n");
+}
+
+#[test]
 fn a_compressed_state_of_many_full_frames_comes_back_whole() {
     // 12 MiB of noise, then text: compressed (the text pays), its frames
     // of noise as long as a frame can be (raw blocks), more of them than

@@ -19,7 +19,8 @@
 //!   cannot reach a generation.
 //! - The checksum (XXH3) is over the raw bytes, what the job wrote and
 //!   will get back: computed as they are compressed, and again as they
-//!   are expanded by every check. A damaged compressed member either
+//!   are expanded, by a check or, in a restore, by the copy whose hashes
+//!   the check compares (see `store::verify`). A damaged compressed member either
 //!   fails to decode or decodes to bytes whose checksum differs: it is
 //!   never restored.
 //! - Both run in a child beside ckptrun (`Beside`), with working memory

@@ -11,6 +11,8 @@
 
 use std::os::fd::{AsFd, BorrowedFd};
 
+use rustix::io::Errno;
+
 use crate::os::log::Log;
 use crate::os::tree;
 use crate::store::generation::{Failed, Meta, at};
@@ -23,7 +25,9 @@ use crate::store::working::WorkingCopy;
 pub trait Extract {
     /// Whether generation `meta` holds anything for it.
     fn wants(&self, meta: &Meta) -> bool;
-    /// Whether it extracts the member at `path`.
+    /// Whether it extracts the member at `path`: true for exactly the
+    /// members `extract` makes (otherwise the sums of `verify` differ,
+    /// and every restore pays for the whole check again).
     fn takes(&self, path: &[u8]) -> bool;
     /// Extracts what it needs of the archive `archive` into the empty
     /// directory `into` (the scratch's `restore`); the hash of each
@@ -52,8 +56,14 @@ pub struct Restore<'a, 'e> {
     extracted: bool,
 }
 
-/// Whether the copies of a generation were made, or why not.
-pub type Prepared = Result<(), Failed>;
+/// The copies of a generation as the check left them: usable, or why
+/// not; and, where the check said it, the sum of the hashes the
+/// generation's manifest lists for the compressed files they take (see
+/// `verify::check_preparing`), which copies made again must give.
+pub struct Prepared {
+    pub made: Result<(), Failed>,
+    pub listed: Option<Fold>,
+}
 
 impl<'a, 'e> Restore<'a, 'e> {
     pub fn new(
@@ -85,7 +95,12 @@ impl<'a, 'e> Restore<'a, 'e> {
     /// Makes the copies of the generation `archive` (described by `meta`)
     /// beside where they go; the hash of each compressed member, as
     /// expanded, goes into `expanded`.
-    pub fn prepare(&mut self, archive: BorrowedFd, meta: &Meta, expanded: &mut Fold) -> Prepared {
+    pub fn prepare(
+        &mut self,
+        archive: BorrowedFd,
+        meta: &Meta,
+        expanded: &mut Fold,
+    ) -> Result<(), Failed> {
         if let Some(extract) = self.extract.as_deref_mut()
             && extract.wants(meta)
         {
@@ -105,9 +120,10 @@ impl<'a, 'e> Restore<'a, 'e> {
         }
     }
 
-    /// The generation is intact: puts its copies in place; if they could
-    /// not be made (`prepared`), makes them again once the working paths
-    /// are out of the way.
+    /// The generation is intact: puts its copies in place; if they are
+    /// not usable (`prepared`), makes them again once the working paths
+    /// are out of the way, and checks what they expanded to against the
+    /// hashes listed, where the check gave them.
     pub fn put_in_place(
         &mut self,
         archive: BorrowedFd,
@@ -115,10 +131,17 @@ impl<'a, 'e> Restore<'a, 'e> {
         prepared: Prepared,
         log: &Log,
     ) -> Result<(), Failed> {
-        if prepared.is_err() {
+        if prepared.made.is_err() {
             self.unprepare();
             self.work.make_room()?;
-            self.prepare(archive, meta, &mut Fold::default())?;
+            let mut expanded = Fold::default();
+            self.prepare(archive, meta, &mut expanded)?;
+            if prepared.listed.is_some_and(|listed| listed != expanded) {
+                self.unprepare();
+                return Err(at("restore (the copy does not match its checksums)")(
+                    Errno::IO,
+                ));
+            }
         }
         self.work.put_in_place(log)
     }

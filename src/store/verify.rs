@@ -140,11 +140,17 @@ pub fn newest_intact(
 /// sums the hashes of what it expanded and wrote. The generation is
 /// intact if the child found the rest intact and the sums agree. Where
 /// they do not, or the copy was not made whole, or the child gives no
-/// verdict, the whole check is made again here.
+/// verdict, the whole check is made again here; and copies whose sum
+/// was not the listed one are not used, whatever that check says: they
+/// are made again (see `Restore::put_in_place`).
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
 fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Check, Prepared) {
     if !restore.wants(meta) {
-        return (check(file, meta), Ok(()));
+        let prepared = Prepared {
+            made: Ok(()),
+            listed: None,
+        };
+        return (check(file, meta), prepared);
     }
     let beside = Beside::<2>::start(|| {
         let mut listed = Fold::default();
@@ -156,15 +162,25 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
         Some([verdict, listed.0])
     });
     let mut expanded = Fold::default();
-    let prepared = restore.prepare(file, meta, &mut expanded);
-    let verdict = match beside.and_then(Beside::result) {
-        Some([0, listed]) if prepared.is_ok() && listed == expanded.0 => Check::Intact,
+    let mut made = restore.prepare(file, meta, &mut expanded);
+    let answer = beside.and_then(Beside::result);
+    let listed = match answer {
+        Some([0, listed]) => Some(Fold(listed)),
+        _ => None,
+    };
+    let verdict = match answer {
+        Some([0, _]) if made.is_ok() && listed == Some(expanded) => Check::Intact,
         Some([1, _]) => Check::Unverified,
         // Damaged (why is found again here), a member that expanded to
         // other bytes than its manifest lists, or no verdict.
         _ => check(file, meta),
     };
-    (verdict, prepared)
+    if made.is_ok() && listed.is_some_and(|listed| listed != expanded) {
+        made = Err(at("restore (the copy does not match its checksums)")(
+            Errno::IO,
+        ));
+    }
+    (verdict, Prepared { made, listed })
 }
 
 /// One line on stderr for a damaged generation, and the one restored
