@@ -666,15 +666,21 @@ fn a_compressible_state_is_stored_compressed_checked_by_hand_and_damage_is_caugh
     assert_eq!(result(&sandbox), "done after 4 runs\n");
 }
 
+/// `len` bytes from /dev/urandom.
+fn random_bytes(len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").unwrap(),
+        &mut bytes,
+    )
+    .unwrap();
+    bytes
+}
+
 /// 1 MiB of random bytes, then text: a state that is stored compressed,
 /// its first frame holding the random bytes as they are (a raw block).
 fn noise_then_text(seed: u8) -> Vec<u8> {
-    let mut state = vec![0u8; 1 << 20];
-    std::io::Read::read_exact(
-        &mut std::fs::File::open("/dev/urandom").unwrap(),
-        &mut state,
-    )
-    .unwrap();
+    let mut state = random_bytes(1 << 20);
     for i in 0..100_000u32 {
         state.extend_from_slice(format!("step,{i},velocity,0.{seed}25\n").as_bytes());
     }
@@ -800,12 +806,7 @@ fn committed_and_restored_with(name: &str, bytes: &[u8], extra: &[&str]) -> (u64
 fn random_and_zero_filled_states_are_stored_as_each_pays_and_come_back_whole() {
     // Random bytes do not compress: stored as they are (GNU tar gives
     // them back as they were written).
-    let mut random = vec![0u8; 1 << 20];
-    std::io::Read::read_exact(
-        &mut std::fs::File::open("/dev/urandom").unwrap(),
-        &mut random,
-    )
-    .unwrap();
+    let random = random_bytes(1 << 20);
     let (size, member) = committed_and_restored_elsewhere("random", &random);
     assert!(member == random, "the random state is stored as it is");
     assert!(size > 1 << 20, "{size}");
@@ -855,12 +856,7 @@ fn a_compressed_state_of_many_full_frames_comes_back_whole() {
     // 12 MiB of noise, then text: compressed (the text pays), its frames
     // of noise as long as a frame can be (raw blocks), more of them than
     // the other tests' states have.
-    let mut state = vec![0u8; 12 << 20];
-    std::io::Read::read_exact(
-        &mut std::fs::File::open("/dev/urandom").unwrap(),
-        &mut state,
-    )
-    .unwrap();
+    let mut state = random_bytes(12 << 20);
     state.extend(noise_then_text(4).split_off(1 << 20));
     let (size, member) = committed_and_restored_elsewhere("full-frames", &state);
     assert!(member == state, "zstd expands the member to the state");
