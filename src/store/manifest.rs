@@ -21,7 +21,7 @@
 //! the manifest's, byte for byte: a changed byte in a file, a member
 //! missing, added, renamed or of another kind, or a cut-off manifest all
 //! differ. A restore, which expands the compressed files it copies,
-//! checks their hashes from that expansion (`verify_but`). Nothing here
+//! checks their hashes from that expansion (`verify`'s `elsewhere`). Nothing here
 //! allocates: lines are built in a fixed buffer, and data is hashed
 //! through one on the stack.
 
@@ -131,17 +131,13 @@ pub trait Elsewhere {
 }
 
 /// Checks every member of `archive`, and every byte of their data,
-/// against its manifest.
-pub fn verify(archive: BorrowedFd) -> core::result::Result<Verdict, Bad> {
-    verify_but(archive, None, &mut Fold::default())
-}
-
-/// `verify`, but the compressed members whose paths `elsewhere` takes
-/// are not expanded here: their lines are checked but for the hash,
-/// and the hash each lists goes into `listed`, for the caller to match
-/// with what expanding them gave (a restore: see `store::verify`).
+/// against its manifest; but the compressed members whose paths
+/// `elsewhere` takes are not expanded here: their lines are checked but
+/// for the hash, and the hash each lists goes into `listed`, for the
+/// caller to match with what expanding them gave (a restore: see
+/// `store::verify`).
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
-pub fn verify_but(
+pub fn verify(
     archive: BorrowedFd,
     elsewhere: Option<&dyn Elsewhere>,
     listed: &mut Fold,

@@ -138,9 +138,7 @@ impl<'a, 'e> Restore<'a, 'e> {
             self.prepare(archive, meta, &mut expanded)?;
             if prepared.listed.is_some_and(|listed| listed != expanded) {
                 self.unprepare();
-                return Err(at("restore (the copy does not match its checksums)")(
-                    Errno::IO,
-                ));
+                return Err(copy_differs());
             }
         }
         self.work.put_in_place(log)
@@ -150,4 +148,9 @@ impl<'a, 'e> Restore<'a, 'e> {
     pub fn set_aside(&self, log: &Log) -> Result<(), Failed> {
         self.work.set_aside(log)
     }
+}
+
+/// A copy whose expansion did not give the hashes the manifest lists.
+pub fn copy_differs() -> Failed {
+    at("restore (the copy does not match its checksums)")(Errno::IO)
 }

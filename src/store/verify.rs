@@ -76,7 +76,19 @@ enum Check {
 
 /// Verifies the generation in `file`, described by `meta`.
 fn check(file: BorrowedFd, meta: &Meta) -> Check {
-    match manifest::verify(file) {
+    check_but(file, meta, None, &mut Fold::default())
+}
+
+/// `check`, but the compressed members `elsewhere` takes are left to
+/// the caller, their listed hashes summed into `listed` (see
+/// `manifest::verify`).
+fn check_but(
+    file: BorrowedFd,
+    meta: &Meta,
+    elsewhere: Option<&dyn manifest::Elsewhere>,
+    listed: &mut Fold,
+) -> Check {
+    match manifest::verify(file, elsewhere, listed) {
         Ok(manifest::Verdict::Intact) => Check::Intact,
         Ok(manifest::Verdict::NoManifest) if meta.is_store_1() => Check::Unverified,
         Ok(manifest::Verdict::NoManifest) => Check::Damaged(Damage::NoManifest),
@@ -154,10 +166,10 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
     }
     let beside = Beside::<2>::start(|| {
         let mut listed = Fold::default();
-        let verdict = match manifest::verify_but(file, Some(&(&*restore, meta)), &mut listed) {
-            Ok(manifest::Verdict::Intact) => 0,
-            Ok(manifest::Verdict::NoManifest) if meta.is_store_1() => 1,
-            _ => 2,
+        let verdict = match check_but(file, meta, Some(&(&*restore, meta)), &mut listed) {
+            Check::Intact => 0,
+            Check::Unverified => 1,
+            Check::Damaged(_) => 2,
         };
         Some([verdict, listed.0])
     });

@@ -562,7 +562,7 @@ mod tests {
         assert_eq!(found[0], (".ckptrun".into(), Kind::File, 13));
         let file = std::fs::File::open(&archive).unwrap();
         assert!(matches!(
-            crate::store::manifest::verify(file.as_fd()),
+            crate::store::manifest::verify(file.as_fd(), None, &mut Default::default()),
             Ok(crate::store::manifest::Verdict::Intact)
         ));
         let file = std::fs::File::open(&archive).unwrap();
