@@ -20,4 +20,6 @@ pub mod program;
 pub mod region;
 pub mod stack;
 pub mod sys;
+#[cfg(test)]
+pub mod temp_dir;
 pub mod tree;

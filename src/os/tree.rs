@@ -234,16 +234,10 @@ fn is_dot(name: &CStr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::temp_dir::TempDir;
     use rustix::fs::CWD;
     use std::ffi::CString;
-    use std::path::{Path, PathBuf};
-
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("ckptrun-tree-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use std::path::Path;
 
     fn c(p: &Path) -> CString {
         CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
@@ -251,7 +245,7 @@ mod tests {
 
     #[test]
     fn removes_a_tree_with_a_symlink_but_not_its_target() {
-        let dir = scratch("remove");
+        let dir = TempDir::new("tree-remove");
         let tree = dir.join("t");
         std::fs::create_dir_all(tree.join("sub/deeper")).unwrap();
         std::fs::write(tree.join("sub/deeper/b"), b"bee").unwrap();
@@ -265,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_fingerprint_changes_when_a_file_inside_is_rewritten_in_place() {
-        let dir = scratch("fp");
+        let dir = TempDir::new("tree-fp");
         let tree = dir.join("t");
         std::fs::create_dir_all(&tree).unwrap();
         std::fs::write(tree.join("x"), b"one").unwrap();

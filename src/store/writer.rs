@@ -483,18 +483,11 @@ fn store_hashed(from: BorrowedFd, into: BorrowedFd, at: u64, len: u64) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::temp_dir::TempDir;
     use crate::store::archive::{Bad, each_member, extract};
     use rustix::fs::CWD;
     use std::ffi::CString;
     use std::path::Path;
-
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("ckptrun-archive-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     fn c(p: &Path) -> CString {
         CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
@@ -543,7 +536,7 @@ mod tests {
 
     #[test]
     fn a_tree_round_trips_and_gnu_tar_reads_it() {
-        let dir = scratch("tree");
+        let dir = TempDir::new("archive-tree");
         let src = dir.join("src");
         let long = "d".repeat(120);
         std::fs::create_dir_all(src.join("sub").join(&long)).unwrap();
@@ -626,12 +619,11 @@ mod tests {
             text.as_bytes()
         );
         assert_eq!(std::fs::read(into.join(&deep)).unwrap(), b"bee");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_cut_off_archive_is_torn_and_a_foreign_file_malformed() {
-        let dir = scratch("torn");
+        let dir = TempDir::new("archive-torn");
         let archive = dir.join("gen.tar");
         write(&archive, |w| w.bytes(b"x", 0o644, &[1u8; 3000]));
         let whole = std::fs::read(&archive).unwrap();
@@ -644,7 +636,6 @@ mod tests {
         std::fs::write(&archive, vec![b'x'; 4096]).unwrap();
         let file = std::fs::File::open(&archive).unwrap();
         assert_eq!(each_member(file.as_fd(), |_| Ok(true)), Err(Bad::Malformed));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -270,13 +270,7 @@ impl Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ckptrun-unit-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::os::temp_dir::TempDir;
 
     #[test]
     fn default_is_program_plus_ckpt() {
@@ -285,7 +279,7 @@ mod tests {
 
     #[test]
     fn detects_a_rename_over_the_file() {
-        let dir = scratch("rename");
+        let dir = TempDir::new("ckptfile-rename");
         let file = dir.join("ck");
         std::fs::write(&file, b"old").unwrap();
         let ck = CkptFile::new(file.clone().into_os_string()).unwrap();
@@ -300,7 +294,7 @@ mod tests {
 
     #[test]
     fn stale_tmp_symlink_is_removed_not_followed() {
-        let dir = scratch("symlink");
+        let dir = TempDir::new("ckptfile-symlink");
         let target = dir.join("precious");
         std::fs::write(&target, b"keep me").unwrap();
         std::os::unix::fs::symlink(&target, dir.join("ck.tmp")).unwrap();

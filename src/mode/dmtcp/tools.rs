@@ -118,11 +118,11 @@ pub fn find_tools(config: &Config, path: &Path) -> Result<Tools, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::temp_dir::TempDir;
 
     #[test]
     fn a_tool_in_the_sandbox_wins_and_a_missing_one_is_named() {
-        let dir = std::env::temp_dir().join(format!("ckptrun-unit-tools-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir::new("tools");
         let tool = dir.join("dmtcp_command");
         std::fs::write(&tool, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -138,6 +138,5 @@ mod tests {
         assert_eq!(missing.what, "dmtcp_restart");
         assert!(missing.why.contains("not found in ./"), "{}", missing.why);
         assert_eq!(missing.code, crate::os::error::LAUNCHER_FAILED);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
