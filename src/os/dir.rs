@@ -33,7 +33,11 @@ pub fn check_dir_writable(path: &Path, what: &str) -> Result<(), Error> {
 /// name the kernel gives the file once opened (`/proc/self/fd/N` of an
 /// `O_PATH` descriptor). musl's realpath walks each component in user
 /// space: 1.2 KB of code on i686 for a check made once at the start.
-pub fn real_path(path: &Path) -> std::io::Result<PathBuf> {
+///
+/// An errno, not an `io::Error`: formatting one links std's table of
+/// error kinds' names (1 KB on i686).
+pub fn real_path(path: &Path) -> rustix::io::Result<PathBuf> {
     let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO))
 }

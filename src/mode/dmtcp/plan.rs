@@ -62,7 +62,10 @@ pub fn make(
         Some(&mut Images),
         log,
     )?;
-    let cwd = std::env::current_dir().map_err(|e| Error::usage("the working directory", e))?;
+    let cwd = std::env::current_dir().map_err(|e| {
+        let errno = rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO);
+        Error::os("the working directory", errno)
+    })?;
     let outputs = stdio.outputs();
     let start = Start::prepare(config, (&store, opened), &cwd, &outputs, log)?;
     let scratch_at = absolute(store.scratch_path(), &cwd);

@@ -36,9 +36,8 @@ impl Tools {
     /// program unprotected, saying only that a library could not be
     /// preloaded; ckptrun never starts a job it could not checkpoint.
     pub fn check_install(&self) -> Result<(), Error> {
-        let real = |tool: &Path| {
-            crate::os::dir::real_path(tool).map_err(|e| Error::usage(tool.display(), e))
-        };
+        let real =
+            |tool: &Path| crate::os::dir::real_path(tool).map_err(|e| Error::os(tool.display(), e));
         let launch = real(&self.launch)?;
         let install = launch
             .parent()
