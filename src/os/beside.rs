@@ -25,41 +25,67 @@ impl<const N: usize> Beside<N> {
     /// pid (`result`), and its reaping loop runs only between calls like
     /// this, so it never takes this child's end.
     pub fn start(f: impl FnOnce() -> Option<[u64; N]>) -> Option<Self> {
-        let (answer, tell) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
-        match sys::fork().ok()? {
-            Forked::Child => {
-                let _ = sys::set_parent_death_signal(libc::SIGKILL);
-                drop(answer);
-                let code = match f() {
-                    Some(values) => {
-                        let mut bytes = [0u8; 64];
-                        for (chunk, v) in bytes.chunks_exact_mut(8).zip(values) {
-                            chunk.copy_from_slice(&v.to_le_bytes());
-                        }
-                        i32::from(sys::write_all(&tell, &bytes[..8 * N]).is_err())
-                    }
-                    None => 1,
-                };
-                sys::exit_now(code)
-            }
-            Forked::Parent(pid) => Some(Self { pid, answer }),
-        }
+        const { assert!(N <= 8, "a child sends at most 8 numbers") };
+        let mut f = Some(f);
+        let mut run = |values: &mut [u64; 8]| {
+            let got = f.take().and_then(|f| f())?;
+            values[..N].copy_from_slice(&got);
+            Some(())
+        };
+        let (pid, answer) = start(&mut run, N)?;
+        Some(Self { pid, answer })
     }
 
     /// Waits for the child: its result, if it gave one.
     pub fn result(self) -> Option<[u64; N]> {
-        let mut buf = [0u8; 64];
-        let got = sys::read_fill(&self.answer, &mut buf[..8 * N]);
-        let ended = sys::wait_exit_code(self.pid);
-        if got != Ok(8 * N) || ended != Some(0) {
-            return None;
-        }
+        let all = result(self.pid, &self.answer, N)?;
         let mut values = [0u64; N];
-        for (v, chunk) in values.iter_mut().zip(buf.chunks_exact(8)) {
-            *v = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-        }
+        values.copy_from_slice(&all[..N]);
         Some(values)
     }
+}
+
+/// `Beside::start`, one copy for every caller (each closure type would
+/// otherwise get a copy of its own, all resident): `run` fills the
+/// first `n` values.
+#[inline(never)]
+fn start(run: &mut dyn FnMut(&mut [u64; 8]) -> Option<()>, n: usize) -> Option<(Pid, OwnedFd)> {
+    let (answer, tell) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+    match sys::fork().ok()? {
+        Forked::Child => {
+            let _ = sys::set_parent_death_signal(libc::SIGKILL);
+            drop(answer);
+            let mut values = [0u64; 8];
+            let code = match run(&mut values) {
+                Some(()) => {
+                    let mut bytes = [0u8; 64];
+                    for (chunk, v) in bytes.chunks_exact_mut(8).zip(values) {
+                        chunk.copy_from_slice(&v.to_le_bytes());
+                    }
+                    i32::from(sys::write_all(&tell, &bytes[..8 * n]).is_err())
+                }
+                None => 1,
+            };
+            sys::exit_now(code)
+        }
+        Forked::Parent(pid) => Some((pid, answer)),
+    }
+}
+
+/// `Beside::result`, one copy for every caller: the child's `n` values.
+#[inline(never)]
+fn result(pid: Pid, answer: &OwnedFd, n: usize) -> Option<[u64; 8]> {
+    let mut buf = [0u8; 64];
+    let got = sys::read_fill(answer, &mut buf[..8 * n]);
+    let ended = sys::wait_exit_code(pid);
+    if got != Ok(8 * n) || ended != Some(0) {
+        return None;
+    }
+    let mut values = [0u64; 8];
+    for (v, chunk) in values.iter_mut().zip(buf.chunks_exact(8)) {
+        *v = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+    }
+    Some(values)
 }
 
 /// A file whose last reference a child holds (see `Beside::hold`).
