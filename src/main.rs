@@ -64,7 +64,8 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
             Err(e) => fail(&log, e),
         }
     }
-    if config.mode != Mode::Init {
+    // Its frame is large: entered only when HTCondor gave an ad.
+    if config.mode != Mode::Init && std::env::var_os(jobad::ENV).is_some() {
         read_job_ad(&mut config, &log);
     }
     match run(&config, &inherited, &log) {
