@@ -128,7 +128,7 @@ fn build_making_room(
     log: &Log,
 ) -> Result<(), Failed> {
     loop {
-        let built = build((scratch, tag), what, &mut *fill);
+        let built = build_beside((scratch, tag), what, &mut *fill);
         let full = built.is_err_and(|f| matches!(f.errno, Errno::NOSPC | Errno::DQUOT));
         if !full {
             return built;
@@ -171,6 +171,36 @@ fn hold(slots: &Slots, slot: u32) -> Option<Held> {
     .ok()?;
     let size = rustix::fs::fstat(&file).ok()?.st_size;
     (size >= 1 << 20).then(|| Beside::hold(file)).flatten()
+}
+
+/// The steps `build` can fail at, as its child names them (the last one
+/// for any other).
+const STEPS: [&str; 5] = [
+    "create the archive",
+    "create the manifest",
+    "describe the generation",
+    "fsync the archive",
+    "write the archive",
+];
+
+/// `build`, in a child beside ckptrun (`Beside`): the frames of the
+/// archive's writer (paths, pax records, the description: some 100 KiB
+/// of stack) are then the child's pages, never the supervisor's
+/// (how-it-works.md, "Memory"). Here, as before, when no child gives an
+/// answer (none can be made, or it dies): `building` is made anew.
+fn build_beside(
+    rooms: (&Scratch, &Tag),
+    what: (u64, &[u8], Packing),
+    fill: Fill,
+) -> Result<(), Failed> {
+    let child = Beside::<2>::start(|| {
+        let done = build(rooms, what, &mut *fill);
+        Some(Failed::sent(&done, &STEPS))
+    });
+    match child.and_then(Beside::result) {
+        Some(sent) => Failed::received(sent, &STEPS),
+        None => build(rooms, what, fill),
+    }
 }
 
 /// The archive of generation `g` as the scratch's `building`, fsync'd.

@@ -17,6 +17,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
 
+use crate::os::beside::Beside;
 use crate::os::decimal;
 use crate::store::archive::{self, Bad};
 
@@ -36,6 +37,35 @@ impl fmt::Display for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let why = crate::os::sys::strerror(self.errno);
         write!(f, "{}: {why}", self.step)
+    }
+}
+
+impl Failed {
+    /// A step's outcome as two numbers, for a child beside ckptrun to
+    /// send (`Failed::received` reads them back): `[0, 0]` for success,
+    /// else the failed step's place in `steps`, from 1 (the last step if
+    /// it is not there), and its errno.
+    pub fn sent(done: &Result<(), Failed>, steps: &[&'static str]) -> [u64; 2] {
+        match done {
+            Ok(()) => [0, 0],
+            Err(f) => {
+                let place = steps.iter().position(|&s| s == f.step);
+                let place = place.unwrap_or(steps.len() - 1);
+                [place as u64 + 1, f.errno.raw_os_error() as u64]
+            }
+        }
+    }
+
+    /// What `sent` sent.
+    pub fn received([place, errno]: [u64; 2], steps: &[&'static str]) -> Result<(), Failed> {
+        if place == 0 {
+            return Ok(());
+        }
+        let step = steps.get(place as usize - 1).or(steps.last());
+        Err(Failed {
+            step: step.copied().unwrap_or("restore"),
+            errno: Errno::from_raw_os_error(errno as i32),
+        })
     }
 }
 
@@ -103,6 +133,14 @@ pub struct Meta {
 }
 
 impl Meta {
+    /// An empty one, for `read_meta` to fill.
+    pub fn new() -> Self {
+        Self {
+            buf: [0; META_MAX],
+            len: 0,
+        }
+    }
+
     /// The value of `key`, if the description has it.
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
         self.buf[..self.len]
@@ -124,33 +162,114 @@ impl Meta {
     }
 }
 
-/// Reads the description of the archive `file`, and checks the archive
-/// is whole. `None` for an empty file (a slot holding no generation).
-pub fn read_meta(file: BorrowedFd) -> Result<Option<Meta>, Bad> {
+/// Reads the description of the archive `file` into `meta`, and checks
+/// the archive is whole; false for an empty file (a slot holding no
+/// generation). Into the caller's `meta`, not returned: moved by value
+/// through a `Result`, its 8 KiB would be copied into frame after frame.
+pub fn read_meta(file: BorrowedFd, meta: &mut Meta) -> Result<bool, Bad> {
+    read_meta_by(file, meta, described_beside)
+}
+
+/// `read_meta`, with the description found by `find`.
+fn read_meta_by(
+    file: BorrowedFd,
+    meta: &mut Meta,
+    find: fn(BorrowedFd) -> Result<(u64, usize), Bad>,
+) -> Result<bool, Bad> {
+    meta.len = 0;
     if rustix::fs::fstat(file)?.st_size == 0 {
-        return Ok(None);
+        return Ok(false);
     }
-    let mut meta = Meta {
-        buf: [0; META_MAX],
-        len: 0,
-    };
-    let mut first = true;
+    let (offset, len) = find(file)?;
+    crate::os::copy::read_at(file, &mut meta.buf[..len], offset)?;
+    meta.len = len;
+    if meta.generation().is_none() {
+        return Err(Bad::Malformed);
+    }
+    Ok(true)
+}
+
+/// The number of the generation in the archive `file` (0 if its
+/// description has none; none for an empty file), as `read_meta` reads
+/// it; in a child beside ckptrun (`Beside`), so that neither the walk
+/// nor the description touch the supervisor's pages (how-it-works.md,
+/// "Memory"). Here, as before, when no child gives an answer (none can
+/// be made, or it dies).
+pub fn read_number(file: BorrowedFd) -> Result<Option<u64>, Bad> {
+    let child = Beside::<2>::start(|| {
+        Some(match number_here(file) {
+            Ok(None) => [0, 0],
+            Ok(Some(g)) => [1, g],
+            Err(bad) => [2, encode(bad)],
+        })
+    });
+    match child.and_then(Beside::result) {
+        Some([0, _]) => Ok(None),
+        Some([1, g]) => Ok(Some(g)),
+        Some([_, bad]) => Err(decode(bad)),
+        None => number_here(file),
+    }
+}
+
+/// `read_number`'s work.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+fn number_here(file: BorrowedFd) -> Result<Option<u64>, Bad> {
+    let mut meta = Meta::new();
+    let found = read_meta_by(file, &mut meta, described)?;
+    Ok(found.then(|| meta.generation().unwrap_or(0)))
+}
+
+/// A `Bad` as one number, for a child to send (`decode` reads it).
+fn encode(bad: Bad) -> u64 {
+    match bad {
+        Bad::Torn => 1 << 32,
+        Bad::Malformed => 2 << 32,
+        Bad::Io(e) => e.raw_os_error() as u32 as u64,
+    }
+}
+
+fn decode(n: u64) -> Bad {
+    match n >> 32 {
+        1 => Bad::Torn,
+        2 => Bad::Malformed,
+        _ => Bad::Io(Errno::from_raw_os_error(n as u32 as i32)),
+    }
+}
+
+/// `described`, in a child beside ckptrun (`Beside`): the walk over every
+/// header (some 60 KiB of stack) then touches the child's pages, never
+/// the supervisor's (how-it-works.md, "Memory"). Here, as before, when
+/// no child gives an answer (none can be made, or it dies).
+fn described_beside(file: BorrowedFd) -> Result<(u64, usize), Bad> {
+    let child = Beside::<3>::start(|| {
+        Some(match described(file) {
+            Ok((offset, len)) => [0, offset, len as u64],
+            Err(bad) => [1, encode(bad), 0],
+        })
+    });
+    match child.and_then(Beside::result) {
+        Some([0, offset, len]) if len as usize <= META_MAX => Ok((offset, len as usize)),
+        Some([1, bad, _]) => Err(decode(bad)),
+        Some(_) => Err(Bad::Malformed),
+        None => described(file),
+    }
+}
+
+/// Where the description of the archive `file` is (its offset and
+/// length), once the walk over its headers found it whole.
+fn described(file: BorrowedFd) -> Result<(u64, usize), Bad> {
+    let mut found = None;
     archive::each_member(file, |m| {
-        if first {
-            first = false;
+        if found.is_none() {
             let fits = m.size as usize <= META_MAX;
             if m.path.as_bytes() != META || m.kind != archive::Kind::File || !fits {
                 return Err(Bad::Malformed);
             }
-            meta.len = m.size as usize;
-            crate::os::copy::read_at(file, &mut meta.buf[..meta.len], m.offset)?;
+            found = Some((m.offset, m.size as usize));
         }
         Ok(true)
     })?;
-    if first || meta.generation().is_none() {
-        return Err(Bad::Malformed);
-    }
-    Ok(Some(meta))
+    found.ok_or(Bad::Malformed)
 }
 
 /// A committed generation, open for reading.

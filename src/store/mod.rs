@@ -62,7 +62,7 @@ pub use self::verify::OnDamage;
 pub use self::working::MAX_CKPTS;
 
 use self::commit::Freeing;
-use self::generation::{Description, Failed, Generation, Tag, at};
+use self::generation::{Description, Failed, Generation, Meta, Tag, at};
 use self::kept::Kept;
 use self::restore::{Extract, Restore};
 use self::scratch::Scratch;
@@ -212,16 +212,21 @@ impl Store {
         let shown = self.slots.name().shown.clone();
         let fail = |f: Failed| Error::usage(shown.display(), f);
         let mut restore = Restore::new(&mut self.work, extract, &self.scratch);
-        let newest =
-            verify::newest_intact(&mut self.slots, None, &mut restore, log).map_err(fail)?;
+        let mut meta = Meta::new();
+        let newest = verify::newest_intact(&mut self.slots, None, (&mut restore, &mut meta), log)
+            .map_err(fail)?;
         match newest {
-            Some((g, prepared)) => {
+            Some((number, file, prepared)) => {
                 restore
-                    .put_in_place(g.file.as_fd(), &g.meta, prepared, log)
+                    .put_in_place(file.as_fd(), &meta, prepared, log)
                     .map_err(fail)?;
-                self.say_restored(g.number, log);
+                self.say_restored(number, log);
                 self.arrange(log);
-                Ok(Opened::Restored(Box::new(g)))
+                Ok(Opened::Restored(Box::new(Generation {
+                    number,
+                    file,
+                    meta,
+                })))
             }
             None if self.slots.damaged().is_empty() => {
                 restore.set_aside(log).map_err(fail)?;
@@ -266,9 +271,10 @@ impl Store {
         let Some(slot) = self.slots.newest().and_then(|g| self.slots.find(g)) else {
             return Ok(());
         };
-        let Ok((_, meta)) = self.slots.open(slot) else {
+        let mut meta = Meta::new();
+        if self.slots.open(slot, &mut meta).is_err() {
             return Ok(());
-        };
+        }
         match (self.tag.owner)(&meta) {
             Some(owner) if owner == self.tag.name => Ok(()),
             owner => Err(Error::usage(
@@ -436,12 +442,13 @@ impl Store {
     /// checkpoint).
     pub fn fall_back(&mut self, bad: u64, log: &Log) -> Result<Option<u64>, Failed> {
         let mut restore = Restore::new(&mut self.work, None, &self.scratch);
-        let Some((g, prepared)) =
-            verify::newest_intact(&mut self.slots, Some(bad), &mut restore, log)?
+        let mut meta = Meta::new();
+        let Some((g, file, prepared)) =
+            verify::newest_intact(&mut self.slots, Some(bad), (&mut restore, &mut meta), log)?
         else {
             return Ok(None);
         };
-        if g.number == 0 {
+        if g == 0 {
             restore.unprepare();
             return Ok(None);
         }
@@ -449,11 +456,11 @@ impl Store {
         log.warn(format_args!(
             "kept generation {bad} as {}/failed; falling back to generation {}",
             self.scratch.path().display(),
-            g.number
+            g
         ));
-        restore.put_in_place(g.file.as_fd(), &g.meta, prepared, log)?;
-        self.say_restored(g.number, log);
-        Ok(Some(g.number))
+        restore.put_in_place(file.as_fd(), &meta, prepared, log)?;
+        self.say_restored(g, log);
+        Ok(Some(g))
     }
 
     /// The working paths.

@@ -28,7 +28,7 @@ use crate::os::dir::dir_of;
 use crate::os::log::{Log, Lossy};
 use crate::os::tree;
 use crate::store::archive::Bad;
-use crate::store::generation::{Failed, Meta, at, read_meta};
+use crate::store::generation::{Failed, Meta, at, read_meta, read_number};
 use crate::store::table::{MAX_KEEP, Place, SlotSet, SlotState, Table};
 
 /// Which slot files stay at the top of the sandbox, where HTCondor
@@ -196,8 +196,8 @@ impl Slots {
             Err(Errno::NOENT) => return Ok(SlotState::Absent),
             Err(e) => return Err(at("open a slot")(e)),
         };
-        Ok(match read_meta(file.as_fd()) {
-            Ok(Some(meta)) => SlotState::Generation(meta.generation().unwrap_or(0)),
+        Ok(match read_number(file.as_fd()) {
+            Ok(Some(g)) => SlotState::Generation(g),
             Ok(None) => SlotState::Empty,
             Err(bad) => {
                 if let Some(log) = log {
@@ -251,8 +251,9 @@ impl Slots {
         &mut self.table
     }
 
-    /// Slot `slot`'s archive, open for reading, and its description.
-    pub fn open(&self, slot: u32) -> Result<(OwnedFd, Meta), Failed> {
+    /// Slot `slot`'s archive, open for reading; its description into
+    /// `meta`.
+    pub fn open(&self, slot: u32, meta: &mut Meta) -> Result<OwnedFd, Failed> {
         let file = rustix::fs::openat(
             self.dir_of(self.table.place(slot)),
             self.file(slot).c(),
@@ -260,8 +261,8 @@ impl Slots {
             Mode::empty(),
         )
         .map_err(at("open the generation"))?;
-        match read_meta(file.as_fd()) {
-            Ok(Some(meta)) => Ok((file, meta)),
+        match read_meta(file.as_fd(), meta) {
+            Ok(true) => Ok(file),
             Err(Bad::Io(e)) => Err(at("read the generation")(e)),
             _ => Err(at("read the generation")(Errno::IO)),
         }

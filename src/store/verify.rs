@@ -18,7 +18,7 @@
 
 use core::fmt;
 use std::ffi::CStr;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
 
@@ -26,7 +26,7 @@ use crate::os::beside::Beside;
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::store::archive::{Bad, PathBuf};
-use crate::store::generation::{Failed, Generation, Meta, at};
+use crate::store::generation::{Failed, Meta, at};
 use crate::store::manifest::{self, Fold};
 use crate::store::restore::{Prepared, Restore};
 use crate::store::scratch::{FAILED, Scratch, damaged_name};
@@ -106,9 +106,9 @@ fn check_but(
 pub fn newest_intact(
     slots: &mut Slots,
     below: Option<u64>,
-    restore: &mut Restore<'_, '_>,
+    (restore, meta): (&mut Restore<'_, '_>, &mut Meta),
     log: &Log,
-) -> Result<Option<(Generation, Prepared)>, Failed> {
+) -> Result<Option<(u64, OwnedFd, Prepared)>, Failed> {
     slots.scan(Some(log))?;
     let mut bad = slots.bad();
     let mut newer = below;
@@ -116,8 +116,8 @@ pub fn newest_intact(
     let mut pending: Option<(u64, u32, Damage)> = None;
     while let Some((g, slot)) = slots.below(newer) {
         newer = Some(g);
-        let (file, meta) = slots.open(slot)?;
-        let (verdict, prepared) = check_preparing(file.as_fd(), &meta, restore);
+        let file = slots.open(slot, meta)?;
+        let (verdict, prepared) = check_preparing(file.as_fd(), meta, restore);
         if let Check::Damaged(why) = verdict {
             restore.unprepare();
             bad.insert(slot);
@@ -135,8 +135,7 @@ pub fn newest_intact(
             None => {}
         }
         slots.table_mut().mark_damaged(bad);
-        let number = g;
-        return Ok(Some((Generation { number, file, meta }, prepared)));
+        return Ok(Some((g, file, prepared)));
     }
     if let Some(damaged) = pending {
         say_damaged(slots, damaged, None, log);

@@ -20,6 +20,7 @@ use std::path::Path;
 use rustix::fs::CWD;
 use rustix::io::Errno;
 
+use crate::os::beside::Beside;
 use crate::os::dir::dir_of;
 use crate::os::error::Error;
 use crate::os::log::Log;
@@ -255,7 +256,34 @@ impl Ckpt {
     /// (any earlier `new` removed first); whether the archive holds the
     /// path. The working path is not touched. Each compressed member's
     /// hash, as expanded, goes into `expanded`.
+    ///
+    /// In a child beside ckptrun (`Beside`): the walk over the archive
+    /// and the copies' paths (some 70 KiB of stack) then touch the
+    /// child's pages, never the supervisor's (how-it-works.md,
+    /// "Memory"). Here, as before, when no child gives an answer (none
+    /// can be made, or it dies): the copy is made anew.
     fn prepare(&self, file: BorrowedFd, expanded: &mut Fold) -> Result<bool, Failed> {
+        const STEPS: [&str; 2] = ["restore", "restore (extract)"];
+        let child = Beside::<4>::start(|| {
+            let mut sum = Fold::default();
+            let done = self.prepare_here(file, &mut sum);
+            let held = done.as_ref().is_ok_and(|&held| held);
+            let [step, errno] = Failed::sent(&done.map(drop), &STEPS);
+            Some([step, errno, u64::from(held), sum.0])
+        });
+        match child.and_then(Beside::result) {
+            Some([step, errno, held, sum]) => {
+                Failed::received([step, errno], &STEPS)?;
+                expanded.0 = expanded.0.wrapping_add(sum);
+                Ok(held != 0)
+            }
+            None => self.prepare_here(file, expanded),
+        }
+    }
+
+    /// `prepare`'s work.
+    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
+    fn prepare_here(&self, file: BorrowedFd, expanded: &mut Fold) -> Result<bool, Failed> {
         let parent = self.parent.as_fd();
         tree::remove(parent, &self.new).map_err(at("restore"))?;
         let new = archive::PathBuf::from(self.new.to_bytes()).map_err(at("restore"))?;
