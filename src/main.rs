@@ -79,9 +79,10 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
 /// takes stack only while this runs, not in `main`'s frame in every mode.
 #[inline(never)]
 fn read_job_ad(config: &mut Config, log: &Log) {
-    let Some(ad) = jobad::from_env(|name| std::env::var_os(name), log) else {
+    let mut ad = jobad::JobAd::default();
+    if !jobad::from_env(|name| std::env::var_os(name), &mut ad, log) {
         return;
-    };
+    }
     config.apply_job_ad(&ad, log);
     let files = checkpoint_files(config);
     let files: Vec<&std::ffi::OsStr> = files.iter().map(OsString::as_os_str).collect();

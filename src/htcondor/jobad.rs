@@ -65,28 +65,34 @@ pub struct JobAd {
 /// Reads the job ad named by `_CONDOR_JOB_AD` (through `env`, for tests), if any.
 /// Unset or empty variable: None, silently. Unreadable file, file larger than
 /// MAX_SIZE, or malformed: one warning through `log.warn` and None. Never an error.
-pub fn from_env(env: impl Fn(&str) -> Option<OsString>, log: &Log) -> Option<JobAd> {
-    load(env, &mut |args| log.warn(args))
+/// Into the caller's `ad` (a fresh one), not returned: moved by value
+/// through an `Option`, its 16 KiB would be copied into frame after
+/// frame. Whether there was an ad.
+pub fn from_env(env: impl Fn(&str) -> Option<OsString>, ad: &mut JobAd, log: &Log) -> bool {
+    load(env, ad, &mut |args| log.warn(args))
 }
 
 /// `from_env` with the warnings going to `warn`.
 fn load(
     env: impl Fn(&str) -> Option<OsString>,
+    ad: &mut JobAd,
     warn: &mut dyn FnMut(fmt::Arguments<'_>),
-) -> Option<JobAd> {
-    let path = env(ENV).filter(|p| !p.is_empty())?;
+) -> bool {
+    let Some(path) = env(ENV).filter(|p| !p.is_empty()) else {
+        return false;
+    };
     let shown = path.display();
     // On the heap (before the job starts): on the stack, its 64 KiB would
     // be touched, and stay resident, in every run, ad or not, wherever
     // the optimizer inlines this into `main`.
     let mut buf = vec![0u8; MAX_SIZE];
     match read(&path, &mut buf) {
-        Ok(len) => parse(&buf[..len], &mut |args| {
+        Ok(len) => parse_into(&buf[..len], ad, &mut |args| {
             warn(format_args!("job ad {shown}: {args}"))
         }),
         Err(why) => {
             warn(format_args!("job ad {shown}: {why}; ignored"));
-            None
+            false
         }
     }
 }
@@ -109,16 +115,15 @@ fn read(path: &OsStr, buf: &mut [u8]) -> Result<usize, &'static str> {
     Ok(len)
 }
 
-/// Parses the text of a job ad. `warn` gets one message per problem.
-/// Returns None when the whole ad is malformed.
-pub fn parse(text: &[u8], warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> Option<JobAd> {
-    let mut ad = JobAd::default();
+/// Parses the text of a job ad into `ad` (a fresh one). `warn` gets one
+/// message per problem. False when the whole ad is malformed.
+pub fn parse_into(text: &[u8], ad: &mut JobAd, warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> bool {
     let mut by_signal = BySignal::default();
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
         let number = i + 1;
         if line.contains(&0) {
             warn(format_args!("line {number} holds a NUL byte; ignored"));
-            return None;
+            return false;
         }
         let line = line.trim_ascii();
         if line.is_empty() {
@@ -126,12 +131,12 @@ pub fn parse(text: &[u8], warn: &mut dyn FnMut(fmt::Arguments<'_>)) -> Option<Jo
         }
         let Some((name, raw)) = split(line) else {
             warn(format_args!("line {number} is not `Name = value`; ignored"));
-            return None;
+            return false;
         };
-        take(&mut ad, &mut by_signal, Attr { name, raw }, warn);
+        take(ad, &mut by_signal, Attr { name, raw }, warn);
     }
     ad.exit_signal = by_signal.settle(warn);
-    Some(ad)
+    true
 }
 
 /// The two attributes that together say a checkpoint ends by a signal.
@@ -411,8 +416,11 @@ WhenToTransferOutput = "ON_EXIT_OR_EVICT"
     /// Parses `text`, returning the ad and the warnings.
     fn parsed(text: &str) -> (Option<JobAd>, Vec<String>) {
         let mut warnings = Vec::new();
-        let ad = parse(text.as_bytes(), &mut |args| warnings.push(args.to_string()));
-        (ad, warnings)
+        let mut ad = JobAd::default();
+        let parsed = parse_into(text.as_bytes(), &mut ad, &mut |args| {
+            warnings.push(args.to_string())
+        });
+        (parsed.then_some(ad), warnings)
     }
 
     /// Parses an ad that must be well formed.
@@ -652,8 +660,9 @@ WhenToTransferOutput = "ON_EXIT_OR_EVICT"
     fn loaded(path: Option<&OsStr>) -> (Option<JobAd>, Vec<String>) {
         let env = |name: &str| path.filter(|_| name == ENV).map(OsStr::to_os_string);
         let mut warnings = Vec::new();
-        let ad = load(env, &mut |args| warnings.push(args.to_string()));
-        (ad, warnings)
+        let mut ad = JobAd::default();
+        let found = load(env, &mut ad, &mut |args| warnings.push(args.to_string()));
+        (found.then_some(ad), warnings)
     }
 
     #[test]
@@ -664,17 +673,20 @@ WhenToTransferOutput = "ON_EXIT_OR_EVICT"
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(got.unwrap().exit_code, Some(85));
         let env = |name: &str| (name == ENV).then(|| temp.0.clone().into_os_string());
-        assert_eq!(
-            from_env(env, &Log::stderr_only()).unwrap().exit_code,
-            Some(85)
-        );
+        let mut ad = JobAd::default();
+        assert!(from_env(env, &mut ad, &Log::stderr_only()));
+        assert_eq!(ad.exit_code, Some(85));
     }
 
     #[test]
     fn from_env_without_a_job_ad_is_silent() {
         assert_eq!(loaded(None), (None, vec![]));
         assert_eq!(loaded(Some(OsStr::new(""))), (None, vec![]));
-        assert_eq!(from_env(|_| None, &Log::stderr_only()), None);
+        assert!(!from_env(
+            |_| None,
+            &mut JobAd::default(),
+            &Log::stderr_only()
+        ));
     }
 
     #[test]
