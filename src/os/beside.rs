@@ -2,7 +2,9 @@
 //! that would otherwise wait for a copy of the same bytes runs on another
 //! core meanwhile (both read the same page cache); a member compressed or
 //! expanded with working memory of its own (see `region`), which the
-//! supervising process never touches. Its result, a few u64s (at most
+//! supervising process never touches; work whose deep frames would
+//! otherwise be the supervisor's pages (an archive's walk, a restore's
+//! copy, a commit's archive). Its result, a few u64s (at most
 //! 8), comes back through a pipe. The child is a copy of ckptrun that
 //! reads and writes files and exits (`_exit`: no destructor runs twice);
 //! it allocates nothing on the heap, and it dies with ckptrun. Anything
@@ -51,9 +53,15 @@ impl<const N: usize> Beside<N> {
 #[inline(never)]
 fn start(run: &mut dyn FnMut(&mut [u64; 8]) -> Option<()>, n: usize) -> Option<(Pid, OwnedFd)> {
     let (answer, tell) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+    let ckptrun = rustix::process::getpid();
     match sys::fork().ok()? {
         Forked::Child => {
+            // If ckptrun died before the prctl, the signal will never
+            // come: go now, before writing anything.
             let _ = sys::set_parent_death_signal(libc::SIGKILL);
+            if rustix::process::getppid() != Some(ckptrun) {
+                sys::exit_now(1);
+            }
             drop(answer);
             let mut values = [0u64; 8];
             let code = match run(&mut values) {
