@@ -40,32 +40,57 @@ fn main() {
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
     println!("cargo:rerun-if-changed=build.rs");
-    place_the_codec_apart();
+    place_code_apart();
 }
 
-/// The codec (compression and expansion: `ckptrun-codec`, and
-/// `store::pack`'s children) runs only in children, never in the process
-/// that supervises the job. The kernel maps a file's pages 64 KiB at a
-/// time around each one a process touches ("fault-around"), but never
-/// across a mapping's end: so the codec goes in a load segment of its own,
-/// and the supervisor, which never runs it, never maps it
-/// (docs/how-it-works.md, "Memory").
+/// Code that the process supervising the job never runs goes in load
+/// segments of its own, so that the supervisor never maps it. The kernel
+/// maps a file's pages 64 KiB at a time around each one a process
+/// touches ("fault-around"), but never across a mapping's end: code in
+/// the supervisor's segment is resident whether it runs or not, code in
+/// another segment only if it runs (docs/how-it-works.md, "Memory";
+/// tests/launcher.rs checks it). Two such segments:
+/// - what only child processes run (`os::beside`): the codec
+///   (`ckptrun-codec`, `store::pack`), the archive's writing, walking and
+///   extraction, the manifest's checks and XXH3. The supervisor runs
+///   them only where no child can be made, and in condor and dmtcp modes
+///   a few of them (a checksum, a restart's copies);
+/// - dmtcp mode, which the other modes never run.
 ///
-/// Where: first, right after the ELF headers in the file, a page on in
-/// memory; the rest of the code a page past its end (a gap GNU ld does
-/// not bridge: the two stay apart, two mappings). GNU ld
+/// Input sections are matched by the functions' mangled names, in which
+/// a module path `store::writer` reads `5store6writer`: a function
+/// inlined into one of them goes with it, a generic one instantiated for
+/// one of their types too.
+///
+/// Where: first, right after the ELF headers in the file, each a page
+/// (or two) on in memory from the one before; the rest of the code a page
+/// past their end (gaps GNU ld does not bridge: separate mappings). GNU ld
 /// (`-z separate-code`) starts the code on a page of its own in the file,
-/// after the read-only headers: that page was 3.7 KB of padding, and the
-/// codec now fills it, so the file's padding sits after the rest of the
-/// code, room for it to grow (a page more of it would cost the budget
-/// 4 KiB). The price: the headers' first page (344 bytes of headers on
-/// i686, 760 on x86_64) is mapped executable too, in the codec's
-/// mapping. GNU ld reads this script before its default one; INSERT
-/// keeps the default layout for everything else.
-fn place_the_codec_apart() {
+/// after the read-only headers: that page was 3.7 KB of padding, which
+/// these segments now fill. The price: the headers' page (376 bytes of
+/// headers on i686, 816 on x86_64) is mapped executable too, in the
+/// first segment's mapping. GNU ld reads this script before its default
+/// one; INSERT keeps the default layout for everything else.
+fn place_code_apart() {
+    const BESIDE: &[&str] = &[
+        ".text.*ckptrun_codec*",
+        ".rodata.*ckptrun_codec*",
+        ".text.*5store6writer*",
+        ".text.*5store7archive*",
+        ".text.*5store8manifest*",
+        ".text.*5store4hash*",
+        ".text.*5store4pack*",
+        ".text.*xxhash_rust*",
+    ];
+    const DMTCP: &[&str] = &[".text.*4mode5dmtcp*"];
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
-    let script = std::path::Path::new(&out).join("codec.ld");
-    let text = "SECTIONS\n{\n  .text.codec (. + 0x1000) : { *(.text.codec .text.*ckptrun_codec* .rodata.*ckptrun_codec*) }\n  . = . + 0x1000;\n}\nINSERT AFTER .relr.dyn;\n";
-    std::fs::write(&script, text).expect("write the codec's linker script");
+    let script = std::path::Path::new(&out).join("segments.ld");
+    let text = format!(
+        "SECTIONS\n{{\n  .text.beside (. + 0x1000) : {{ *({}) }}\n  \
+         .text.dmtcp (. + 0x2000) : {{ *({}) }}\n  . = . + 0x1000;\n}}\nINSERT AFTER .relr.dyn;\n",
+        BESIDE.join(" "),
+        DMTCP.join(" ")
+    );
+    std::fs::write(&script, text).expect("write the linker script");
     println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
 }

@@ -93,7 +93,6 @@ pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd, at: u64) -> Packed
 /// none if it does not pay, or fails, or a frame does not expand to the
 /// bytes it was made of.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
-#[unsafe(link_section = ".text.codec")] // Run by children only: see how-it-works.md, "Memory".
 fn compress_here(from: BorrowedFd, len: u64, (into, at): (BorrowedFd, u64)) -> Option<(u64, u64)> {
     let words = 4 * (encode::TABLE + encode::SEQS);
     let region = Region::map(words + 2 * (BLOCK + CHUNK) + bound(CHUNK) + 64).ok()?;
@@ -176,7 +175,6 @@ pub fn expand(
 
 /// `expand`'s child.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
-#[unsafe(link_section = ".text.codec")] // Run by children only: see how-it-works.md, "Memory".
 fn expand_here(
     archive: BorrowedFd,
     (offset, stored, raw): (u64, u64, u64),
