@@ -141,6 +141,17 @@ impl Meta {
         }
     }
 
+    /// An empty one on the heap (before the job starts), made there, not
+    /// on the stack and moved: its pages are fresh zeroes, and only the
+    /// one or two a description fills are ever touched.
+    pub fn boxed() -> Box<Self> {
+        let zeroed = Box::<Self>::new_zeroed();
+        // SAFETY: every field of a Meta is an integer (bytes and a
+        // length), for which all-zero bytes are a valid value: the empty
+        // description `new` makes.
+        unsafe { zeroed.assume_init() }
+    }
+
     /// The value of `key`, if the description has it.
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
         self.buf[..self.len]
@@ -276,7 +287,7 @@ fn described(file: BorrowedFd) -> Result<(u64, usize), Bad> {
 pub struct Generation {
     pub number: u64,
     pub file: OwnedFd,
-    pub meta: Meta,
+    pub meta: Box<Meta>,
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use std::os::fd::BorrowedFd;
 
 use rustix::io::{Errno, Result};
 
-use crate::store::archive::{Bad, Kind, Member, PATH_MAX, PathBuf, each_member};
+use crate::store::archive::{Bad, Kind, Member, PATH_MAX, each_member};
 use crate::store::hash::hash_at;
 
 /// The manifest's member name.
@@ -97,16 +97,14 @@ pub fn line_of(archive: BorrowedFd, member: &Member) -> Result<Option<Line>> {
 }
 
 /// What checking an archive against its manifest found.
-// Large, on the stack on purpose: it may be made after the job started,
-// when nothing allocates.
-#[allow(clippy::large_enum_variant)]
 pub enum Verdict {
     Intact,
     /// It has no manifest: an older ckptrun's (store 1), or damaged.
     NoManifest,
-    /// The first member whose line differs, or `None` when every member
-    /// matched but the manifest lists more (members are missing).
-    Damaged(Option<PathBuf>),
+    /// The first member whose line differs, by the offset of its data
+    /// (its path is 4 KiB wide: see `member_path`), or `None` when every
+    /// member matched but the manifest lists more (members are missing).
+    Damaged(Option<u64>),
 }
 
 /// The hashes of compressed members, each with its member's offset in
@@ -164,7 +162,7 @@ pub fn verify(
             false => Line::new(m.kind, m.path.as_bytes(), m.link.as_bytes(), 0).map(Some)?,
         };
         let Some(line) = line else {
-            bad = Some(m.path.clone());
+            bad = Some(m.offset);
             return Ok(false);
         };
         let line = line.bytes();
@@ -182,14 +180,14 @@ pub fn verify(
                     .is_some(),
             };
         if !same {
-            bad = Some(m.path.clone());
+            bad = Some(m.offset);
             return Ok(false);
         }
         at += len;
         Ok(true)
     })?;
     Ok(match bad {
-        Some(path) => Verdict::Damaged(Some(path)),
+        Some(offset) => Verdict::Damaged(Some(offset)),
         None if at != sums_len => Verdict::Damaged(None),
         None => Verdict::Intact,
     })

@@ -110,9 +110,10 @@ pub enum Opened {
     /// committed: moved back into place, not copied (see `kept`).
     InPlace(u64),
     /// The newest intact generation, verified, its copy put in place.
-    /// Boxed (before the job starts): its description is 8 KiB, which
-    /// would otherwise widen every frame it passes through, `main`'s too.
-    Restored(Box<Generation>),
+    /// Its description (8 KiB) is on the heap (before the job starts): on
+    /// the stack it would widen every frame it passes through, `main`'s
+    /// too.
+    Restored(Generation),
 }
 
 impl Opened {
@@ -212,9 +213,12 @@ impl Store {
         let shown = self.slots.name().shown.clone();
         let fail = |f: Failed| Error::usage(shown.display(), f);
         let mut restore = Restore::new(&mut self.work, extract, &self.scratch);
-        let mut meta = Meta::new();
+        let mut meta = Meta::boxed();
         let newest = verify::newest_intact(&mut self.slots, None, (&mut restore, &mut meta), log)
             .map_err(fail)?;
+        // The stack the search used, handed back before more is
+        // allocated: the two are never held at once.
+        crate::os::stack::release();
         match newest {
             Some((number, file, prepared)) => {
                 restore
@@ -222,11 +226,7 @@ impl Store {
                     .map_err(fail)?;
                 self.say_restored(number, log);
                 self.arrange(log);
-                Ok(Opened::Restored(Box::new(Generation {
-                    number,
-                    file,
-                    meta,
-                })))
+                Ok(Opened::Restored(Generation { number, file, meta }))
             }
             None if self.slots.damaged().is_empty() => {
                 restore.set_aside(log).map_err(fail)?;
@@ -271,7 +271,7 @@ impl Store {
         let Some(slot) = self.slots.newest().and_then(|g| self.slots.find(g)) else {
             return Ok(());
         };
-        let mut meta = Meta::new();
+        let mut meta = Meta::boxed();
         if self.slots.open(slot, &mut meta).is_err() {
             return Ok(());
         }

@@ -25,7 +25,7 @@ use rustix::io::Errno;
 use crate::os::beside::Beside;
 use crate::os::error::Error;
 use crate::os::log::Log;
-use crate::store::archive::{Bad, PathBuf};
+use crate::store::archive::Bad;
 use crate::store::generation::{Failed, Meta, at};
 use crate::store::manifest::{self, Fold};
 use crate::store::restore::{Prepared, Restore};
@@ -44,29 +44,44 @@ pub enum OnDamage {
 }
 
 /// Why a generation cannot be restored.
-// Large, on the stack on purpose: it may be made after the job started,
-// when nothing allocates.
-#[allow(clippy::large_enum_variant)]
 enum Damage {
     Archive(Bad),
     NoManifest,
-    Member(PathBuf),
+    /// The member whose data is at this offset in the archive: its path
+    /// (4 KiB wide) is read again only to be said (`Why`), not carried
+    /// from frame to frame.
+    Member(u64),
     Missing,
 }
 
-impl fmt::Display for Damage {
+/// A damaged generation, open, and why: what is said of it.
+struct Why(Damage, OwnedFd);
+
+impl fmt::Display for Why {
+    #[inline(never)] // A large frame (the archive's walk): only when said.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        match &self.0 {
             Damage::Archive(bad) => write!(f, "{bad}"),
             Damage::NoManifest => f.write_str("its manifest is missing"),
-            Damage::Member(path) => write!(f, "member {path} does not match its checksum"),
+            Damage::Member(offset) => {
+                let mut path = None;
+                let _ = crate::store::archive::each_member(self.1.as_fd(), |m| {
+                    if m.offset == *offset {
+                        path = Some(m.path.clone());
+                    }
+                    Ok(path.is_none())
+                });
+                match path {
+                    Some(path) => write!(f, "member {path} does not match its checksum"),
+                    None => f.write_str("a member does not match its checksum"),
+                }
+            }
             Damage::Missing => f.write_str("members its manifest lists are missing"),
         }
     }
 }
 
 /// What verifying a generation found.
-#[allow(clippy::large_enum_variant)]
 enum Check {
     Intact,
     /// Written by an older ckptrun (store 1), without checksums.
@@ -92,7 +107,7 @@ fn check_but(
         Ok(manifest::Verdict::Intact) => Check::Intact,
         Ok(manifest::Verdict::NoManifest) if meta.is_store_1() => Check::Unverified,
         Ok(manifest::Verdict::NoManifest) => Check::Damaged(Damage::NoManifest),
-        Ok(manifest::Verdict::Damaged(Some(path))) => Check::Damaged(Damage::Member(path)),
+        Ok(manifest::Verdict::Damaged(Some(offset))) => Check::Damaged(Damage::Member(offset)),
         Ok(manifest::Verdict::Damaged(None)) => Check::Damaged(Damage::Missing),
         Err(bad) => Check::Damaged(Damage::Archive(bad)),
     }
@@ -113,7 +128,7 @@ pub fn newest_intact(
     let mut bad = slots.bad();
     let mut newer = below;
     // The damaged generation last seen, said once the next is known.
-    let mut pending: Option<(u64, u32, Damage)> = None;
+    let mut pending: Option<(u64, u32, Why)> = None;
     while let Some((g, slot)) = slots.below(newer) {
         newer = Some(g);
         let file = slots.open(slot, meta)?;
@@ -121,7 +136,7 @@ pub fn newest_intact(
         if let Check::Damaged(why) = verdict {
             restore.unprepare();
             bad.insert(slot);
-            if let Some(older) = pending.replace((g, slot, why)) {
+            if let Some(older) = pending.replace((g, slot, Why(why, file))) {
                 say_damaged(slots, older, None, log);
             }
             continue;
@@ -198,7 +213,7 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
 /// instead, if any: the user must learn that work was lost.
 fn say_damaged(
     slots: &Slots,
-    (g, slot, why): (u64, u32, Damage),
+    (g, slot, why): (u64, u32, Why),
     then: Option<(u64, u32)>,
     log: &Log,
 ) {

@@ -149,7 +149,7 @@ impl Start {
             // Generation 0 is the starting state: no images.
             Opened::Restored(g) if g.number >= 1 => {
                 let slot = store.slot_of(g.number).to_string();
-                Some(Restart::prepare(*g, slot, cwd, outputs, log)?)
+                Some(Restart::prepare(g, slot, cwd, outputs, log)?)
             }
             _ => None,
         };
