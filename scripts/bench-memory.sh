@@ -8,6 +8,8 @@
 #             text state
 #   restored  --mode self in a new sandbox holding the store the first
 #             start left: the compressed generation verified and expanded
+#   ad        a first start as HTCondor makes it: with a job ad
+#             (_CONDOR_JOB_AD, a 0.8 KB ad naming the transfers)
 # Read once ckptrun waits in its supervision loop, each run twice:
 #   VmRSS, VmHWM  /proc/PID/status, as the budget test reads them;
 #   traced peak   in a second run under perf record: the most the process
@@ -32,6 +34,28 @@ trap 'pkill -KILL -f "$work/ckptrun" 2>/dev/null || true; rm -rf "$work"' EXIT
 i=0
 while [ "$i" -lt 40000 ]; do echo "step,$i,velocity,0.125"; i=$((i + 1)); done >"$work/state"
 
+# A job ad as HTCondor writes one for a self job (the guide's submit file).
+cat >"$work/job.ad" <<'AD'
+Args = "--mode self --ckpt state -- ./job"
+ClusterId = 42
+Cmd = "/home/u/run/ckptrun"
+GlobalJobId = "ap.example.org#42.0#1732290574"
+In = "/dev/null"
+Iwd = "/home/u/run"
+JobMaxVacateTime = 600
+JobUniverse = 5
+KillSig = "SIGTERM"
+MyType = "Job"
+Owner = "u"
+ProcId = 0
+QDate = 1732290574
+RequestMemory = ifthenelse(MemoryUsage =!= undefined,MemoryUsage,(ImageSize + 1023) / 1024)
+Requirements = (TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.HasFileTransfer)
+ShouldTransferFiles = "YES"
+SuccessCheckpointExitCode = 85
+TransferInput = "ckptrun,job,state"
+WhenToTransferOutput = "ON_EXIT_OR_EVICT"
+AD
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # The peak kB of pid $1's address space after it exec'd ckptrun, from
@@ -57,7 +81,9 @@ one() {
     shift 2
     [ -z "${TRACE:-}" ] || trace=(perf record -q -o "$dir/perf.data" -e kmem:rss_stat
         -e sched:sched_process_exec -e sched:sched_process_fork --)
-    (cd "$dir" && exec "${trace[@]}" env -i PATH=/usr/bin:/bin setarch -R "$bin" "$@" -- sleep 3599) 2>/dev/null &
+    local ad=()
+    [ -z "${AD:-}" ] || ad=("_CONDOR_JOB_AD=$AD")
+    (cd "$dir" && exec "${trace[@]}" env -i PATH=/usr/bin:/bin "${ad[@]}" setarch -R "$bin" "$@" -- sleep 3599) 2>/dev/null &
     local job=$!
     local pid="" n=0
     while :; do
@@ -86,7 +112,7 @@ sandbox() {
     local bin=$1 d=$2 kind=$3 s=$4
     mkdir "$d"
     case $kind in
-        first) cp "$work/state" "$d/state" ;;
+        first | ad) cp "$work/state" "$d/state" ;;
         restored)
             mkdir "$s" && cp "$work/state" "$s/state"
             (cd "$s" && env -i PATH=/usr/bin:/bin "$bin" "${self[@]}" -- sh -c 'touch state; exit 17') || [ $? = 85 ]
@@ -104,19 +130,21 @@ self=(--mode self --ckpt state --job-ckpt-exit 17)
 for target in x86_64 i686; do
     cp "target/$target-unknown-linux-musl/release/ckptrun" "$work/ckptrun-$target"
     bin=$work/ckptrun-$target
-    for kind in init first restored; do
+    for kind in init first restored ad; do
         : >"$work/plain"
         : >"$work/traced"
         for r in $(seq "$runs"); do
             args=(--mode init)
             [ "$kind" = init ] || args=("${self[@]}")
+            ad=
+            [ "$kind" != ad ] || ad=$work/job.ad
             for how in plain traced; do
                 d=$work/$target-$kind-$how-$r
                 sandbox "$bin" "$d" "$kind" "$d.store"
                 if [ "$how" = traced ]; then
-                    TRACE=1 one "$bin" "$d" "${args[@]}" >>"$work/traced" 3>&2 2>/dev/null
+                    TRACE=1 AD=${ad:-} one "$bin" "$d" "${args[@]}" >>"$work/traced" 3>&2 2>/dev/null
                 else
-                    one "$bin" "$d" "${args[@]}" >>"$work/plain" 3>&2 2>/dev/null
+                    AD=${ad:-} one "$bin" "$d" "${args[@]}" >>"$work/plain" 3>&2 2>/dev/null
                 fi
                 # A restore gave back the state as it was.
                 [ "$kind" != restored ] || cmp -s "$d/state" "$work/state"
