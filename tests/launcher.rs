@@ -699,26 +699,13 @@ fn the_shipped_builds_supervise_in_at_most_256_kb() {
         cmd.args(["--mode", "init", "--", "sleep", "30"])
             .env_clear()
             .env("PATH", "/usr/bin:/bin");
-        // SAFETY: personality(2) is one system call, async-signal-safe,
-        // the only thing run between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-                Ok(())
-            });
-        }
-        let running = start(cmd);
+        let running = start(no_aslr(cmd));
         let pid = running.pid();
         wait_until("ckptrun supervises its job", || supervising(pid));
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let peak = status_kb(pid, "VmHWM:");
         // SIGTERM: forwarded, so the job ends with ckptrun.
         running.signal(libc::SIGTERM);
         let _ = running.finish();
-        let peak: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-            .unwrap();
         // i686: verified generations (issue 16: the XXH3 manifest, 64-bit
         // arithmetic on a 32-bit ISA, and the store's checks) added 12 KB
         // of code, all of it resident (the kernel maps the whole binary:
@@ -744,46 +731,76 @@ fn a_self_job_supervises_in_at_most_256_kb_after_a_first_start_or_a_restore() {
     // a new sandbox: the deep work runs in children (issue 25). Measured
     // so: 224 kB (x86_64), 220 (i686); the true peaks, traced, 232-244
     // (scripts/bench-memory.sh; before, 348-424).
-    let state: Vec<u8> = (0..200_000u32)
-        .flat_map(|i| format!("step,{i},velocity,0.125\n").into_bytes())
-        .take(4 << 20)
-        .collect();
+    let state = text_state(4 << 20);
     for (build, ckptrun) in every_build().into_iter().skip(1) {
         let name = build.replace(' ', "-");
         let first = Sandbox::new(&format!("self-hwm-{name}-first"));
         std::fs::write(first.path("state"), &state).unwrap();
-        let restored = Sandbox::new(&format!("self-hwm-{name}-restored"));
+        let restored = restorable(&ckptrun, &format!("self-hwm-{name}"), &state);
         for (what, sandbox) in [("a first start", &first), ("a restore", &restored)] {
-            if what == "a restore" {
-                for slot in top_slots(&first.dir, "ckptrun.store") {
-                    std::fs::copy(&slot, sandbox.path(slot.file_name().unwrap())).unwrap();
-                }
-            }
-            let mut cmd = self_job(&ckptrun, sandbox, &["--", "sleep", "30"]);
-            // SAFETY: personality(2) is one system call, async-signal-safe,
-            // the only thing run between fork and exec.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-                    Ok(())
-                });
-            }
-            let mut running = start(cmd);
+            let mut running = start(no_aslr(self_job(&ckptrun, sandbox, &["--", "sleep", "30"])));
             let pid = running.pid();
             wait_until("ckptrun supervises its job", || supervising(pid));
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            let peak = status_kb(pid, "VmHWM:");
             running.kill_all();
-            let peak: u64 = status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-                .unwrap();
             assert!(peak <= 256, "{build}, {what}: VmHWM {peak} kB");
-            if what == "a restore" {
-                assert!(std::fs::read(sandbox.path("state")).unwrap() == state);
-            }
         }
+        assert!(std::fs::read(restored.path("state")).unwrap() == state);
     }
+}
+
+/// A state like a simulation's text output, `len` bytes: it compresses.
+fn text_state(len: usize) -> Vec<u8> {
+    (0u32..)
+        .flat_map(|i| format!("step,{i},velocity,0.125\n").into_bytes())
+        .take(len)
+        .collect()
+}
+
+/// A new sandbox NAME-restored holding the generations a self job left
+/// in NAME-made: started with `state`, it checkpointed once (exit 85).
+fn restorable(ckptrun: &std::path::Path, name: &str, state: &[u8]) -> Sandbox {
+    let made = Sandbox::new(&format!("{name}-made"));
+    std::fs::write(made.path("state"), state).unwrap();
+    let job = ["--", "sh", "-c", "touch state; exit 17"];
+    let out = run(self_job(ckptrun, &made, &job));
+    assert_eq!(
+        out.code(),
+        Some(85),
+        "{}: {}",
+        ckptrun.display(),
+        out.stderr
+    );
+    let restored = Sandbox::new(&format!("{name}-restored"));
+    for slot in top_slots(&made.dir, "ckptrun.store") {
+        std::fs::copy(&slot, restored.path(slot.file_name().unwrap())).unwrap();
+    }
+    restored
+}
+
+/// `cmd` with address-space randomisation off (personality
+/// ADDR_NO_RANDOMIZE): a process's memory figures are then the same in
+/// every run (see the test above).
+fn no_aslr(mut cmd: Command) -> Command {
+    // SAFETY: personality(2) is one system call, async-signal-safe, the
+    // only thing run between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// A figure in kB from /proc/PID/status (`key` with its colon).
+fn status_kb(pid: i32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap()
 }
 
 /// `ckptrun --mode self --ckpt state --job-ckpt-exit 17 EXTRA...` from
@@ -823,23 +840,10 @@ fn the_stack_a_restore_used_is_not_kept_while_supervising() {
     // supervised; kept, they were 164 kB of the 412 kB a self job's
     // supervisor held for its whole run. The shipped builds, as users
     // run them; the state compresses, so the restore expands it too.
-    let state: Vec<u8> = (0..40_000u32)
-        .flat_map(|i| format!("step,{i},velocity,0.125\n").into_bytes())
-        .collect();
+    let state = text_state(1 << 20);
     for (build, ckptrun) in every_build().into_iter().skip(1) {
         let name = build.replace(' ', "-");
-        let first = Sandbox::new(&format!("stack-{name}-1"));
-        std::fs::write(first.path("state"), &state).unwrap();
-        let out = run(self_job(
-            &ckptrun,
-            &first,
-            &["--", "sh", "-c", "touch state; exit 17"],
-        ));
-        assert_eq!(out.code(), Some(85), "{build}: {}", out.stderr);
-        let second = Sandbox::new(&format!("stack-{name}-2"));
-        for slot in top_slots(&first.dir, "ckptrun.store") {
-            std::fs::copy(&slot, second.path(slot.file_name().unwrap())).unwrap();
-        }
+        let second = restorable(&ckptrun, &format!("stack-{name}"), &state);
         let mut running = start(self_job(&ckptrun, &second, &["--", "sleep", "30"]));
         let pid = running.pid();
         wait_until("ckptrun supervises its restored job", || supervising(pid));
@@ -863,9 +867,7 @@ fn a_restore_walks_and_copies_the_archive_in_children_not_on_the_supervisors_sta
     // KiB at the start. Measured: 132 kB for both; 164 kB for the restore
     // when ckptrun walked and copied itself. The shipped builds, as users
     // run them, with the same environment.
-    let state: Vec<u8> = (0..40_000u32)
-        .flat_map(|i| format!("step,{i},velocity,0.125\n").into_bytes())
-        .collect();
+    let state = text_state(1 << 20);
     for (build, ckptrun) in every_build().into_iter().skip(1) {
         let name = build.replace(' ', "-");
         let init = Sandbox::new(&format!("vmstk-{name}-init"));
@@ -876,24 +878,15 @@ fn a_restore_walks_and_copies_the_archive_in_children_not_on_the_supervisors_sta
         let mut running = start(cmd);
         let pid = running.pid();
         wait_until("ckptrun supervises its job", || supervising(pid));
-        let floor = vm_stk(pid);
+        let floor = status_kb(pid, "VmStk:");
         running.kill_all();
-        let first = Sandbox::new(&format!("vmstk-{name}-1"));
-        std::fs::write(first.path("state"), &state).unwrap();
-        let out = run(self_job(
-            &ckptrun,
-            &first,
-            &["--", "sh", "-c", "touch state; exit 17"],
-        ));
-        assert_eq!(out.code(), Some(85), "{build}: {}", out.stderr);
-        let second = Sandbox::new(&format!("vmstk-{name}-2"));
-        for slot in top_slots(&first.dir, "ckptrun.store") {
-            std::fs::copy(&slot, second.path(slot.file_name().unwrap())).unwrap();
-        }
+        let second = restorable(&ckptrun, &format!("vmstk-{name}"), &state);
         let mut running = start(self_job(&ckptrun, &second, &["--", "sleep", "30"]));
         let pid = running.pid();
         wait_until("ckptrun supervises its restored job", || supervising(pid));
-        let deepest = vm_stk(pid);
+        // VmStk: the deepest the stack ever went (or what the kernel
+        // mapped at the start).
+        let deepest = status_kb(pid, "VmStk:");
         let restored = std::fs::read(second.path("state")).unwrap_or_default();
         running.kill_all();
         assert!(restored == state, "{build}: the state was not restored");
@@ -909,28 +902,15 @@ fn the_supervisor_never_maps_the_code_only_children_and_dmtcp_mode_run() {
     // build.rs puts that code in load segments of its own: in init mode,
     // and in a self job's first start and restore, their mappings hold no
     // page; the rest of the code is nearly all resident (fault-around).
-    let state: Vec<u8> = (0..40_000u32)
-        .flat_map(|i| format!("step,{i},velocity,0.125\n").into_bytes())
-        .collect();
+    let state = text_state(1 << 20);
     for (build, ckptrun) in every_build().into_iter().skip(1) {
         let name = build.replace(' ', "-");
-        let made = Sandbox::new(&format!("segments-{name}-made"));
-        std::fs::write(made.path("state"), &state).unwrap();
-        let out = run(self_job(
-            &ckptrun,
-            &made,
-            &["--", "sh", "-c", "touch state; exit 17"],
-        ));
-        assert_eq!(out.code(), Some(85), "{build}: {}", out.stderr);
+        let restored = restorable(&ckptrun, &format!("segments-{name}"), &state);
         let init = Sandbox::new(&format!("segments-{name}-init"));
         let mut cmd = init.ckptrun_from(&ckptrun, ["--mode", "init", "--", "sleep", "30"]);
         cmd.env_clear().env("PATH", "/usr/bin:/bin");
         let first = Sandbox::new(&format!("segments-{name}-first"));
         std::fs::write(first.path("state"), &state).unwrap();
-        let restored = Sandbox::new(&format!("segments-{name}-restored"));
-        for slot in top_slots(&made.dir, "ckptrun.store") {
-            std::fs::copy(&slot, restored.path(slot.file_name().unwrap())).unwrap();
-        }
         let runs = [
             ("init", cmd),
             (
@@ -999,17 +979,6 @@ fn code_mappings(pid: i32, exe: &std::path::Path) -> Vec<(u64, u64)> {
     }
     found.extend(current);
     found
-}
-
-/// The size of the stack's mapping, from /proc/PID/status: the deepest
-/// the stack ever went (or what the kernel mapped at the start).
-fn vm_stk(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmStk:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-        .unwrap()
 }
 
 #[test]

@@ -145,11 +145,20 @@ impl Meta {
     /// on the stack and moved: its pages are fresh zeroes, and only the
     /// one or two a description fills are ever touched.
     pub fn boxed() -> Box<Self> {
-        let zeroed = Box::<Self>::new_zeroed();
-        // SAFETY: every field of a Meta is an integer (bytes and a
-        // length), for which all-zero bytes are a valid value: the empty
-        // description `new` makes.
-        unsafe { zeroed.assume_init() }
+        let layout = std::alloc::Layout::new::<Self>();
+        // SAFETY: `layout` is Meta's, not zero-sized; a failed allocation
+        // goes to handle_alloc_error, as Box::new's does. Every field of
+        // a Meta is an integer (bytes and a length), for which all-zero
+        // bytes are a valid value: the empty description `new` makes.
+        // The box owns memory from the global allocator, with the layout
+        // it frees it with.
+        unsafe {
+            let meta = std::alloc::alloc_zeroed(layout).cast::<Self>();
+            if meta.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            Box::from_raw(meta)
+        }
     }
 
     /// The value of `key`, if the description has it.
