@@ -11,6 +11,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
+use crate::os::beside::Beside;
 use crate::os::dir::{check_dir_writable, dir_of};
 use crate::os::error::Error;
 use crate::os::log::Log;
@@ -27,16 +28,29 @@ pub struct CkptFile {
 }
 
 /// What FILE's checksum says of it, at a restart.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sum {
     /// It matches: FILE is the checkpoint ckptrun saw completed.
-    Intact,
+    Intact = 0,
     /// There is none (an older ckptrun's checkpoint, a submit file that
     /// transfers FILE alone, or a run that ended without ckptrun seeing
     /// its checkpoint): FILE is restarted from as it is.
-    Unknown,
+    Unknown = 1,
     /// It does not match: FILE is damaged.
-    Damaged,
+    Damaged = 2,
+}
+
+/// Which file a checksum's check could not read.
+enum Unreadable {
+    /// `FILE.xxh3`.
+    Sum(Errno),
+    /// FILE.
+    File(Errno),
+}
+
+/// A result as a child sends it: 0, or the errno.
+fn errno_of(done: rustix::io::Result<()>) -> u64 {
+    done.err().map_or(0, |e| e.raw_os_error() as u64)
 }
 
 /// What a fresh start finds at FILE.
@@ -161,9 +175,22 @@ impl CkptFile {
 
     /// After a checkpoint ckptrun saw complete: records FILE's checksum in
     /// `FILE.xxh3` (written beside it, fsync'd, renamed, the directory
-    /// fsync'd). Does not allocate.
-    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
+    /// fsync'd). Does not allocate. In a child beside ckptrun (`Beside`):
+    /// hashing goes through a 128 KiB buffer on the stack, and the
+    /// checksum's code is in the segment the supervisor never maps
+    /// (build.rs); here, as before, when no child answers.
     pub fn record_sum(&self) -> rustix::io::Result<()> {
+        let child = Beside::<1>::start(|| Some([errno_of(self.record_sum_here())]));
+        match child.and_then(Beside::result) {
+            Some([0]) => Ok(()),
+            Some([errno]) => Err(Errno::from_raw_os_error(errno as i32)),
+            None => self.record_sum_here(),
+        }
+    }
+
+    /// `record_sum`'s work.
+    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
+    fn record_sum_here(&self) -> rustix::io::Result<()> {
         let line = self.sum_line()?;
         let out = rustix::fs::open(
             &self.c_sum_tmp,
@@ -185,28 +212,56 @@ impl CkptFile {
     /// Before a restart from FILE: checks it against `FILE.xxh3`. One that
     /// matches is then removed (consumed): during the run the job may
     /// checkpoint by itself, and a checksum of the old FILE must never
-    /// condemn the new one.
-    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
+    /// condemn the new one. The comparison runs in a child, as
+    /// `record_sum` does.
     pub fn check_sum(&self) -> Result<Sum, Error> {
-        let shown = || String::from_utf8_lossy(self.c_sum.as_bytes()).into_owned();
+        let child = Beside::<2>::start(|| {
+            Some(match self.compare_here() {
+                Ok(sum) => [sum as u64, 0],
+                Err(Unreadable::Sum(e)) => [3, e.raw_os_error() as u64],
+                Err(Unreadable::File(e)) => [4, e.raw_os_error() as u64],
+            })
+        });
+        let compared = match child.and_then(Beside::result) {
+            Some([3, errno]) => Err(Unreadable::Sum(Errno::from_raw_os_error(errno as i32))),
+            Some([4, errno]) => Err(Unreadable::File(Errno::from_raw_os_error(errno as i32))),
+            Some([sum, _]) => Ok([Sum::Intact, Sum::Unknown, Sum::Damaged]
+                .into_iter()
+                .find(|&s| s as u64 == sum)
+                .unwrap_or(Sum::Damaged)),
+            None => self.compare_here(),
+        };
+        match compared {
+            Ok(Sum::Intact) => {
+                let _ = rustix::fs::unlink(&self.c_sum);
+                Ok(Sum::Intact)
+            }
+            Ok(sum) => Ok(sum),
+            Err(Unreadable::Sum(e)) => {
+                let shown = String::from_utf8_lossy(self.c_sum.as_bytes()).into_owned();
+                Err(Error::os(shown, e))
+            }
+            Err(Unreadable::File(e)) => Err(Error::os(self.path.display(), e)),
+        }
+    }
+
+    /// `check_sum`'s comparison, which removes nothing.
+    #[inline(never)] // A large frame: see how-it-works.md, "Memory".
+    fn compare_here(&self) -> Result<Sum, Unreadable> {
         let mut recorded = [0u8; 2 * crate::store::archive::PATH_MAX + 64];
         let len = match rustix::fs::open(&self.c_sum, crate::os::tree::read_flags(), Mode::empty())
         {
             Err(Errno::NOENT) => return Ok(Sum::Unknown),
-            Err(e) => return Err(Error::os(shown(), e)),
-            Ok(file) => {
-                read_some(file.as_fd(), &mut recorded).map_err(|e| Error::os(shown(), e))?
-            }
+            Err(e) => return Err(Unreadable::Sum(e)),
+            Ok(file) => read_some(file.as_fd(), &mut recorded).map_err(Unreadable::Sum)?,
         };
-        let line = self
-            .sum_line()
-            .map_err(|e| Error::os(self.path.display(), e))?;
-        if &recorded[..len] != line.bytes() {
-            // Kept: every start refuses FILE until the user decides.
-            return Ok(Sum::Damaged);
-        }
-        let _ = rustix::fs::unlink(&self.c_sum);
-        Ok(Sum::Intact)
+        let line = self.sum_line().map_err(Unreadable::File)?;
+        // A differing one is kept: every start refuses FILE until the
+        // user decides.
+        Ok(match &recorded[..len] == line.bytes() {
+            true => Sum::Intact,
+            false => Sum::Damaged,
+        })
     }
 
     /// A damaged FILE set aside as `FILE.damaged` (its checksum
