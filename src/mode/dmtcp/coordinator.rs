@@ -261,6 +261,11 @@ fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
     };
     let is_coordinator = std::fs::read_link(format!("/proc/{pid}/exe"))
         .is_ok_and(|exe| exe.file_name() == Some(OsStr::new("dmtcp_coordinator")));
+    // Only a coordinator's arguments are read: every process's would cost
+    // as much memory as the longest command line on the machine.
+    if !is_coordinator {
+        return false;
+    }
     let Some(cmdline) = read_whole(&format!("/proc/{pid}/cmdline")) else {
         return false;
     };
@@ -269,12 +274,11 @@ fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
         return false;
     };
     let port_file = Path::new(OsStr::from_bytes(port_file));
-    let in_store = port_file.file_name() == Some(OsStr::from_bytes(PORT_FILE.to_bytes()))
+    port_file.file_name() == Some(OsStr::from_bytes(PORT_FILE.to_bytes()))
         && port_file
             .parent()
             .and_then(|dir| rustix::fs::stat(dir).ok())
-            .is_some_and(|st| (st.st_dev, st.st_ino) == store_id);
-    is_coordinator && in_store
+            .is_some_and(|st| (st.st_dev, st.st_ino) == store_id)
 }
 
 /// All that the file at `path` holds, or None. Allocates.
