@@ -53,8 +53,9 @@ fn main() {
 /// - what only child processes run (`os::beside`): the codec
 ///   (`ckptrun-codec`, `store::pack`), the archive's writing, walking and
 ///   extraction, the manifest's checks and XXH3. The supervisor runs
-///   them only where no child can be made, and in condor and dmtcp modes
-///   a few of them (a checksum, a restart's copies);
+///   them only where no child answers (none can be made, or it dies),
+///   on a damaged generation (the check that says why), and in dmtcp
+///   mode's restart (its copies);
 /// - dmtcp mode, which the other modes never run.
 ///
 /// Input sections are matched by the functions' mangled names, in which
@@ -70,7 +71,7 @@ fn main() {
 /// these segments now fill. The price: the headers' page (376 bytes of
 /// headers on i686, 816 on x86_64) is mapped executable too, in the
 /// first segment's mapping. GNU ld reads this script before its default
-/// one; INSERT keeps the default layout for everything else.
+/// one; INSERT keeps the default layout for everything else (`anchor`).
 fn place_code_apart() {
     const BESIDE: &[&str] = &[
         ".text.*ckptrun_codec*",
@@ -87,10 +88,26 @@ fn place_code_apart() {
     let script = std::path::Path::new(&out).join("segments.ld");
     let text = format!(
         "SECTIONS\n{{\n  .text.beside (. + 0x1000) : {{ *({}) }}\n  \
-         .text.dmtcp (. + 0x2000) : {{ *({}) }}\n  . = . + 0x1000;\n}}\nINSERT AFTER .relr.dyn;\n",
+         .text.dmtcp (. + 0x2000) : {{ *({}) }}\n  . = . + 0x1000;\n}}\nINSERT AFTER {};\n",
         BESIDE.join(" "),
-        DMTCP.join(" ")
+        DMTCP.join(" "),
+        anchor()
     );
     std::fs::write(&script, text).expect("write the linker script");
     println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
+}
+
+/// The section the segments go after: the last before the code in GNU
+/// ld's default layout, `.relr.dyn` from binutils 2.38 on; before, the
+/// PLT's relocations (`.rela.plt`, `.rel.plt` on 32-bit x86). INSERT
+/// fails on a section the default layout does not name.
+fn anchor() -> &'static str {
+    let layout = Command::new("ld").arg("--verbose").output();
+    let has_relr = layout.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(".relr.dyn"));
+    let width = std::env::var("CARGO_CFG_TARGET_POINTER_WIDTH").unwrap_or_default();
+    match (has_relr, width.as_str()) {
+        (true, _) => ".relr.dyn",
+        (false, "32") => ".rel.plt",
+        (false, _) => ".rela.plt",
+    }
 }
