@@ -89,6 +89,18 @@ enum Check {
     Damaged(Damage),
 }
 
+impl Check {
+    /// As a child sends it: 0 intact, 1 unverified, 2 damaged (the
+    /// reason is not sent).
+    fn number(&self) -> u64 {
+        match self {
+            Check::Intact => 0,
+            Check::Unverified => 1,
+            Check::Damaged(_) => 2,
+        }
+    }
+}
+
 /// Verifies the generation in `file`, described by `meta`.
 fn check(file: BorrowedFd, meta: &Meta) -> Check {
     check_but(file, meta, None, &mut Fold::default())
@@ -176,16 +188,21 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
             made: Ok(()),
             listed: None,
         };
-        return (check(file, meta), prepared);
+        // Only verified: in a child too, its stack and code kept out of
+        // the supervisor's.
+        let beside = Beside::<1>::start(|| Some([check(file, meta).number()]));
+        let verdict = match beside.and_then(Beside::result) {
+            Some([0]) => Check::Intact,
+            Some([1]) => Check::Unverified,
+            // Damaged (why is found again here), or no verdict.
+            _ => check(file, meta),
+        };
+        return (verdict, prepared);
     }
     let beside = Beside::<2>::start(|| {
         let mut listed = Fold::default();
-        let verdict = match check_but(file, meta, Some(&(&*restore, meta)), &mut listed) {
-            Check::Intact => 0,
-            Check::Unverified => 1,
-            Check::Damaged(_) => 2,
-        };
-        Some([verdict, listed.0])
+        let verdict = check_but(file, meta, Some(&(&*restore, meta)), &mut listed);
+        Some([verdict.number(), listed.0])
     });
     let mut expanded = Fold::default();
     let mut made = restore.prepare(file, meta, &mut expanded);
