@@ -38,6 +38,26 @@ impl<const N: usize> Beside<N> {
         Some(Self { pid, answer })
     }
 
+    /// `work` in a child, its outcome crossing as N numbers (`send` there,
+    /// `read` here); done here, as before there were children, when no
+    /// child answers (none can be made, or it dies). The one rule for
+    /// the work ckptrun keeps off its own stack (how-it-works.md,
+    /// "Memory"). Always inlined: its code then goes with its caller's
+    /// (a copy named by a caller's types could land in the segment the
+    /// supervisor never maps, build.rs).
+    #[inline(always)]
+    pub fn or_here<T>(
+        mut work: impl FnMut() -> T,
+        send: impl FnOnce(T) -> [u64; N],
+        read: impl FnOnce([u64; N]) -> T,
+    ) -> T {
+        let child = Self::start(|| Some(send(work())));
+        match child.and_then(Self::result) {
+            Some(sent) => read(sent),
+            None => work(),
+        }
+    }
+
     /// Waits for the child: its result, if it gave one.
     pub fn result(self) -> Option<[u64; N]> {
         let all = result(self.pid, &self.answer, N)?;

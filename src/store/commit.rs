@@ -193,14 +193,11 @@ fn build_beside(
     what: (u64, &[u8], Packing),
     fill: Fill,
 ) -> Result<(), Failed> {
-    let child = Beside::<2>::start(|| {
-        let done = build(rooms, what, &mut *fill);
-        Some(Failed::sent(&done, &STEPS))
-    });
-    match child.and_then(Beside::result) {
-        Some(sent) => Failed::received(sent, &STEPS),
-        None => build(rooms, what, fill),
-    }
+    Beside::or_here(
+        || build(rooms, what, &mut *fill),
+        |done| Failed::sent(&done, &STEPS),
+        |sent| Failed::received(sent, &STEPS),
+    )
 }
 
 /// The archive of generation `g` as the scratch's `building`, fsync'd.

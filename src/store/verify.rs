@@ -190,13 +190,16 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
         };
         // Only verified: in a child too, its stack and code kept out of
         // the supervisor's.
-        let beside = Beside::<1>::start(|| Some([check(file, meta).number()]));
-        let verdict = match beside.and_then(Beside::result) {
-            Some([0]) => Check::Intact,
-            Some([1]) => Check::Unverified,
-            // Damaged (why is found again here), or no verdict.
-            _ => check(file, meta),
-        };
+        let verdict = Beside::or_here(
+            || check(file, meta),
+            |verdict| [verdict.number()],
+            |sent| match sent {
+                [0] => Check::Intact,
+                [1] => Check::Unverified,
+                // Damaged: why is found again here.
+                _ => check(file, meta),
+            },
+        );
         return (verdict, prepared);
     }
     let beside = Beside::<2>::start(|| {

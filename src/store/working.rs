@@ -264,21 +264,23 @@ impl Ckpt {
     /// can be made, or it dies): the copy is made anew.
     fn prepare(&self, file: BorrowedFd, expanded: &mut Fold) -> Result<bool, Failed> {
         const STEPS: [&str; 2] = ["restore", "restore (extract)"];
-        let child = Beside::<4>::start(|| {
-            let mut sum = Fold::default();
-            let done = self.prepare_here(file, &mut sum);
-            let held = done.as_ref().is_ok_and(|&held| held);
-            let [step, errno] = Failed::sent(&done.map(drop), &STEPS);
-            Some([step, errno, u64::from(held), sum.0])
-        });
-        match child.and_then(Beside::result) {
-            Some([step, errno, held, sum]) => {
-                Failed::received([step, errno], &STEPS)?;
-                expanded.0 = expanded.0.wrapping_add(sum);
-                Ok(held != 0)
-            }
-            None => self.prepare_here(file, expanded),
-        }
+        let (done, sum) = Beside::or_here(
+            || {
+                let mut sum = Fold::default();
+                (self.prepare_here(file, &mut sum), sum)
+            },
+            |(done, sum)| {
+                let held = done.as_ref().is_ok_and(|&held| held);
+                let [step, errno] = Failed::sent(&done.map(drop), &STEPS);
+                [step, errno, u64::from(held), sum.0]
+            },
+            |[step, errno, held, sum]| {
+                let done = Failed::received([step, errno], &STEPS).map(|()| held != 0);
+                (done, Fold(sum))
+            },
+        );
+        expanded.0 = expanded.0.wrapping_add(sum.0);
+        done
     }
 
     /// `prepare`'s work.

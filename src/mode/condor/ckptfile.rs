@@ -48,11 +48,6 @@ enum Unreadable {
     File(Errno),
 }
 
-/// A result as a child sends it: 0, or the errno.
-fn errno_of(done: rustix::io::Result<()>) -> u64 {
-    done.err().map_or(0, |e| e.raw_os_error() as u64)
-}
-
 /// What a fresh start finds at FILE.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Found {
@@ -180,12 +175,14 @@ impl CkptFile {
     /// checksum's code is in the segment the supervisor never maps
     /// (build.rs); here, as before, when no child answers.
     pub fn record_sum(&self) -> rustix::io::Result<()> {
-        let child = Beside::<1>::start(|| Some([errno_of(self.record_sum_here())]));
-        match child.and_then(Beside::result) {
-            Some([0]) => Ok(()),
-            Some([errno]) => Err(Errno::from_raw_os_error(errno as i32)),
-            None => self.record_sum_here(),
-        }
+        Beside::or_here(
+            || self.record_sum_here(),
+            |done| [done.err().map_or(0, |e| e.raw_os_error() as u64)],
+            |[errno]| match errno {
+                0 => Ok(()),
+                e => Err(Errno::from_raw_os_error(e as i32)),
+            },
+        )
     }
 
     /// `record_sum`'s work.
@@ -215,22 +212,22 @@ impl CkptFile {
     /// condemn the new one. The comparison runs in a child, as
     /// `record_sum` does.
     pub fn check_sum(&self) -> Result<Sum, Error> {
-        let child = Beside::<2>::start(|| {
-            Some(match self.compare_here() {
+        let compared = Beside::or_here(
+            || self.compare_here(),
+            |compared| match compared {
                 Ok(sum) => [sum as u64, 0],
                 Err(Unreadable::Sum(e)) => [3, e.raw_os_error() as u64],
                 Err(Unreadable::File(e)) => [4, e.raw_os_error() as u64],
-            })
-        });
-        let compared = match child.and_then(Beside::result) {
-            Some([3, errno]) => Err(Unreadable::Sum(Errno::from_raw_os_error(errno as i32))),
-            Some([4, errno]) => Err(Unreadable::File(Errno::from_raw_os_error(errno as i32))),
-            Some([sum, _]) => Ok([Sum::Intact, Sum::Unknown, Sum::Damaged]
-                .into_iter()
-                .find(|&s| s as u64 == sum)
-                .unwrap_or(Sum::Damaged)),
-            None => self.compare_here(),
-        };
+            },
+            |sent| match sent {
+                [3, errno] => Err(Unreadable::Sum(Errno::from_raw_os_error(errno as i32))),
+                [4, errno] => Err(Unreadable::File(Errno::from_raw_os_error(errno as i32))),
+                [sum, _] => Ok([Sum::Intact, Sum::Unknown, Sum::Damaged]
+                    .into_iter()
+                    .find(|&s| s as u64 == sum)
+                    .unwrap_or(Sum::Damaged)),
+            },
+        );
         match compared {
             Ok(Sum::Intact) => {
                 let _ = rustix::fs::unlink(&self.c_sum);
