@@ -1092,3 +1092,44 @@ fn with_kill_after_an_eviction_still_commits_and_resumes() {
     life.move_on();
     finish_and_compare(&mut life, &reference);
 }
+
+#[test]
+fn a_restart_walks_the_generation_and_extracts_its_images_in_children() {
+    // The walks over a generation's archive (the images extracted while
+    // it is verified, the saved files' copies put back) run in child
+    // processes, as a self job's restore does: the code only children run,
+    // which build.rs puts in a load segment of its own (the first), is
+    // never mapped in the supervisor. When ckptrun walked and extracted
+    // them itself, that segment held 48 kB and the supervisor's traced
+    // peak was 384 kB (BENCHMARKS.md). The shipped x86_64 build, as
+    // users run it.
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let shipped = ckptrun_release("x86_64-unknown-linux-musl");
+    let job = c_job(60);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin.clone(), User::Root);
+    evict(&mut life, 6);
+    let mut cmd = Command::new(&shipped);
+    cmd.args(dmtcp_args(&bin, &[], &life.job.argv));
+    let mut run = start(in_sandbox(cmd, &life.sandbox));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !life.log().contains("restart complete") {
+        if let Some(status) = run.child.try_wait().unwrap() {
+            panic!("ckptrun ended ({status:?}) in its restart\n{}", life.log());
+        }
+        assert!(Instant::now() < deadline, "no restart\n{}", life.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let code = code_mappings(run.pid(), &shipped);
+    run.signal(libc::SIGTERM);
+    let out = run.finish();
+    assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, life.log());
+    // The children's, dmtcp mode's, the rest: in the file's order.
+    assert_eq!(code.len(), 3, "(size, rss) kB {code:?}");
+    assert_eq!(code[0].1, 0, "the children's code was mapped: {code:?}");
+    assert!(code[1].1 > 0 && code[2].1 > 0, "{code:?}");
+    life.move_on();
+    finish_and_compare(&mut life, &reference);
+}

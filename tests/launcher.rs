@@ -942,45 +942,6 @@ fn the_supervisor_never_maps_the_code_only_children_and_dmtcp_mode_run() {
     }
 }
 
-/// The executable mappings of the file `exe` in process `pid`: each one's
-/// size and resident kilobytes, from /proc/PID/smaps.
-fn code_mappings(pid: i32, exe: &std::path::Path) -> Vec<(u64, u64)> {
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
-    let exe = exe.canonicalize().unwrap();
-    let kb = |line: &str, key: &str| -> Option<u64> {
-        line.strip_prefix(key)?
-            .trim()
-            .trim_end_matches(" kB")
-            .parse()
-            .ok()
-    };
-    let mut found = Vec::new();
-    // (size, rss) of the mapping being read, if it is one of `exe`'s code.
-    let mut current: Option<(u64, u64)> = None;
-    for line in smaps.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let header = fields
-            .first()
-            .is_some_and(|f| f.contains('-') && !f.ends_with(':'));
-        if header {
-            found.extend(current.take());
-            let ours = fields
-                .get(5)
-                .is_some_and(|p| std::path::Path::new(p) == exe);
-            current = (ours && fields.get(1) == Some(&"r-xp")).then_some((0, 0));
-        } else if let Some((size, rss)) = current.as_mut() {
-            if let Some(v) = kb(line, "Size:") {
-                *size = v;
-            }
-            if let Some(v) = kb(line, "Rss:") {
-                *rss = v;
-            }
-        }
-    }
-    found.extend(current);
-    found
-}
-
 #[test]
 fn the_stack_a_commit_used_while_the_job_runs_is_not_kept() {
     // --ckpt-continue: the job checkpoints (USR1) and runs on, and

@@ -121,6 +121,11 @@ impl Fold {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         self.0 = self.0.wrapping_add(z ^ (z >> 31));
     }
+
+    /// Adds what `other` summed (the sum is the same in any order).
+    pub fn join(&mut self, other: Fold) {
+        self.0 = self.0.wrapping_add(other.0);
+    }
 }
 
 /// Which compressed members a caller expands itself, by path.

@@ -13,8 +13,10 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::io::Errno;
 
+use crate::os::beside::Beside;
 use crate::os::log::Log;
 use crate::os::tree;
+use crate::store::archive::{self, Bad};
 use crate::store::generation::{Failed, Meta, at};
 use crate::store::manifest::{self, Fold};
 use crate::store::scratch::{RESTORE, Scratch};
@@ -153,4 +155,57 @@ impl<'a, 'e> Restore<'a, 'e> {
 /// A copy whose expansion did not give the hashes the manifest lists.
 pub fn copy_differs() -> Failed {
     at("restore (the copy does not match its checksums)")(Errno::IO)
+}
+
+/// Extracts the members of `archive` whose paths `takes` into `into`, at
+/// their paths (a mode's `Extract`, and what it puts back after); the
+/// hash of each compressed member, as expanded, goes into `expanded`.
+///
+/// In a child beside ckptrun (`Beside`): the walk over the archive and
+/// the extraction's frames then touch the child's pages and the code only
+/// children run, never the supervisor's (how-it-works.md, "Memory").
+/// Here, as before, when no child gives an answer.
+pub fn extract_where(
+    archive: BorrowedFd,
+    into: BorrowedFd,
+    takes: fn(&[u8]) -> bool,
+    expanded: &mut Fold,
+) -> Result<(), Failed> {
+    const STEPS: [&str; 1] = ["restore (extract)"];
+    let (done, sum) = Beside::or_here(
+        || {
+            let mut sum = Fold::default();
+            (extract_here(archive, into, takes, &mut sum), sum)
+        },
+        |(done, sum)| {
+            let [step, errno] = Failed::sent(&done, &STEPS);
+            [step, errno, sum.0]
+        },
+        |[step, errno, sum]| (Failed::received([step, errno], &STEPS), Fold(sum)),
+    );
+    expanded.join(sum);
+    done
+}
+
+/// `extract_where`'s work.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+fn extract_here(
+    file: BorrowedFd,
+    into: BorrowedFd,
+    takes: fn(&[u8]) -> bool,
+    expanded: &mut Fold,
+) -> Result<(), Failed> {
+    let done = archive::each_member(file, |m| {
+        if takes(m.path.as_bytes())
+            && let Some(hash) = archive::extract(file, m, into, m.path.c())?
+        {
+            expanded.add(m.offset, hash);
+        }
+        Ok(true)
+    });
+    match done {
+        Ok(()) => Ok(()),
+        Err(Bad::Io(e)) => Err(at("restore (extract)")(e)),
+        Err(_) => Err(at("restore (extract)")(Errno::IO)),
+    }
 }

@@ -279,7 +279,7 @@ impl Ckpt {
                 (done, Fold(sum))
             },
         );
-        expanded.0 = expanded.0.wrapping_add(sum.0);
+        expanded.join(sum);
         done
     }
 

@@ -25,10 +25,9 @@ use crate::os::decimal;
 use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::sys;
-use crate::store::archive::{self, Bad};
-use crate::store::generation::{Failed, Generation, Meta, at};
+use crate::store::generation::{Failed, Generation, Meta};
 use crate::store::manifest::Fold;
-use crate::store::restore::Extract;
+use crate::store::restore::{self, Extract};
 
 /// dmtcp_restart's own failures, and a restart that did not complete.
 pub const RESTART_FAILED: u8 = 99;
@@ -46,25 +45,14 @@ impl Extract for Images {
         is_image(path)
     }
 
+    /// In a child (see `extract_where`).
     fn extract(
         &mut self,
         file: BorrowedFd,
         into: BorrowedFd,
         expanded: &mut Fold,
     ) -> Result<(), Failed> {
-        let done = archive::each_member(file, |m| {
-            if self.takes(m.path.as_bytes())
-                && let Some(hash) = archive::extract(file, m, into, m.path.c())?
-            {
-                expanded.add(m.offset, hash);
-            }
-            Ok(true)
-        });
-        match done {
-            Ok(()) => Ok(()),
-            Err(Bad::Io(e)) => Err(at("restore (extract)")(e)),
-            Err(_) => Err(at("restore (extract)")(Errno::IO)),
-        }
+        restore::extract_where(file, into, is_image, expanded)
     }
 }
 
@@ -143,30 +131,37 @@ impl Restart {
     pub fn unpack(&self, images: BorrowedFd, restore_at: &Path) -> Result<Vec<OsString>, Error> {
         let fail = |f: &dyn std::fmt::Display| Error::usage(&self.slot, f);
         let file = self.file.as_fd();
-        let mut found = Vec::new();
-        let done = archive::each_member(file, |m| {
-            let path = m.path.as_bytes();
-            if is_image(path) {
-                found.push(restore_at.join(OsStr::from_bytes(path)).into_os_string());
-            } else if is_saved_files(path) {
-                // Verified with the generation: its hash is not needed.
-                archive::extract(file, m, images, m.path.c())?;
-            }
-            Ok(true)
-        });
-        match done {
-            Ok(()) => {}
-            Err(Bad::Io(e)) => {
-                return Err(fail(&format_args!("restore: {}", sys::strerror(e))));
-            }
-            Err(bad) => return Err(fail(&bad)),
-        }
+        // In a child, as `Images::extract`. Verified with the
+        // generation: their hashes are not needed.
+        restore::extract_where(file, images, is_saved_files, &mut Fold::default())
+            .map_err(|f| fail(&f))?;
+        let found = images_in(restore_at)
+            .map_err(|e| fail(&format_args!("restore: {}", sys::strerror(e))))?;
         if found.is_empty() {
             return Err(fail(&"holds no ckpt_*.dmtcp image"));
         }
-        found.sort();
         Ok(found)
     }
+}
+
+/// The images `Images` extracted into `restore_at` (exactly the
+/// generation's `ckpt_*.dmtcp` members), sorted.
+fn images_in(restore_at: &Path) -> Result<Vec<OsString>, Errno> {
+    let c = std::ffi::CString::new(restore_at.as_os_str().as_bytes()).map_err(|_| Errno::INVAL)?;
+    let dir = crate::os::tree::open_dir(rustix::fs::CWD, &c)?;
+    let mut found = Vec::new();
+    crate::os::tree::each_name(dir.as_fd(), |name| {
+        if is_image(name.to_bytes()) {
+            found.push(
+                restore_at
+                    .join(OsStr::from_bytes(name.to_bytes()))
+                    .into_os_string(),
+            );
+        }
+        Ok(())
+    })?;
+    found.sort();
+    Ok(found)
 }
 
 /// `--stdout` or `--stderr` back to `size`, its size when the checkpoint
