@@ -728,17 +728,25 @@ fn the_shipped_builds_supervise_in_at_most_256_kb() {
 fn a_self_job_supervises_in_at_most_256_kb_after_a_first_start_or_a_restore() {
     // The same budget for a self job, which before it starts the job
     // makes generation 0 of a 4 MiB state (compressed), or restores it in
-    // a new sandbox: the deep work runs in children (issue 25). Measured
-    // so: 224 kB (x86_64), 220 (i686); the true peaks, traced, 232-244
-    // (scripts/bench-memory.sh; before, 348-424).
+    // a new sandbox, or restores it past a damaged generation 2: the deep
+    // work runs in children (issue 25). Measured so: 224 kB (x86_64), 220
+    // (i686); the true peaks, traced, 232-244 (scripts/bench-memory.sh;
+    // before, 348-424, and 376 past a damaged generation).
     let state = text_state(4 << 20);
     for (build, ckptrun) in every_build().into_iter().skip(1) {
         let name = build.replace(' ', "-");
         let first = Sandbox::new(&format!("self-hwm-{name}-first"));
         std::fs::write(first.path("state"), &state).unwrap();
         let restored = restorable(&ckptrun, &format!("self-hwm-{name}"), &state);
-        for (what, sandbox) in [("a first start", &first), ("a restore", &restored)] {
-            let mut running = start(no_aslr(self_job(&ckptrun, sandbox, &["--", "sleep", "30"])));
+        let damaged = restorable_past_damage(&ckptrun, &format!("self-hwm-{name}-damaged"), &state);
+        let runs = [
+            ("a first start", &first),
+            ("a restore", &restored),
+            ("a restore past a damaged generation", &damaged),
+        ];
+        for (what, sandbox) in runs {
+            let job = ["--log", "ckptrun.log", "--", "sleep", "30"];
+            let mut running = start(no_aslr(self_job(&ckptrun, sandbox, &job)));
             let pid = running.pid();
             wait_until("ckptrun supervises its job", || supervising(pid));
             let peak = status_kb(pid, "VmHWM:");
@@ -746,6 +754,7 @@ fn a_self_job_supervises_in_at_most_256_kb_after_a_first_start_or_a_restore() {
             assert!(peak <= 256, "{build}, {what}: VmHWM {peak} kB");
         }
         assert!(std::fs::read(restored.path("state")).unwrap() == state);
+        assert_restored_past_damage(&damaged, &state);
     }
 }
 
@@ -760,20 +769,38 @@ fn text_state(len: usize) -> Vec<u8> {
 /// A new sandbox NAME-restored holding the generations a self job left
 /// in NAME-made: started with `state`, it checkpointed once (exit 85).
 fn restorable(ckptrun: &std::path::Path, name: &str, state: &[u8]) -> Sandbox {
+    checkpointed(ckptrun, name, state, 1)
+}
+
+/// As `restorable`, but the job checkpointed twice, and a byte of its
+/// state in generation 2 is changed: a restore finds it damaged, says so
+/// in ckptrun.log with `--log`, and restores generation 1.
+fn restorable_past_damage(ckptrun: &std::path::Path, name: &str, state: &[u8]) -> Sandbox {
+    let restored = checkpointed(ckptrun, name, state, 2);
+    flip_byte_of(&slot_of(&restored.dir, "ckptrun.store", 2), "state");
+    restored
+}
+
+/// A new sandbox NAME-restored holding what HTCondor's spool holds after
+/// a self job, started with `state` in NAME-made, checkpointed `times`
+/// (exit 85 each): every slot file it uploaded, the last of each name.
+fn checkpointed(ckptrun: &std::path::Path, name: &str, state: &[u8], times: u32) -> Sandbox {
     let made = Sandbox::new(&format!("{name}-made"));
     std::fs::write(made.path("state"), state).unwrap();
-    let job = ["--", "sh", "-c", "touch state; exit 17"];
-    let out = run(self_job(ckptrun, &made, &job));
-    assert_eq!(
-        out.code(),
-        Some(85),
-        "{}: {}",
-        ckptrun.display(),
-        out.stderr
-    );
     let restored = Sandbox::new(&format!("{name}-restored"));
-    for slot in top_slots(&made.dir, "ckptrun.store") {
-        std::fs::copy(&slot, restored.path(slot.file_name().unwrap())).unwrap();
+    let job = ["--", "sh", "-c", "touch state; exit 17"];
+    for _ in 0..times {
+        let out = run(self_job(ckptrun, &made, &job));
+        assert_eq!(
+            out.code(),
+            Some(85),
+            "{}: {}",
+            ckptrun.display(),
+            out.stderr
+        );
+        for slot in top_slots(&made.dir, "ckptrun.store") {
+            std::fs::copy(&slot, restored.path(slot.file_name().unwrap())).unwrap();
+        }
     }
     restored
 }
@@ -900,12 +927,15 @@ fn a_restore_walks_and_copies_the_archive_in_children_not_on_the_supervisors_sta
 #[test]
 fn the_supervisor_never_maps_the_code_only_children_and_dmtcp_mode_run() {
     // build.rs puts that code in load segments of its own: in init mode,
-    // and in a self job's first start and restore, their mappings hold no
-    // page; the rest of the code is nearly all resident (fault-around).
+    // and in a self job's first start and restore (past a damaged
+    // generation too), their mappings hold no page; the rest of the code
+    // is nearly all resident (fault-around).
     let state = text_state(1 << 20);
     for (build, ckptrun) in every_build().into_iter().skip(1) {
         let name = build.replace(' ', "-");
         let restored = restorable(&ckptrun, &format!("segments-{name}"), &state);
+        let damaged = restorable_past_damage(&ckptrun, &format!("segments-{name}-dmg"), &state);
+        let logged = ["--log", "ckptrun.log", "--", "sleep", "30"];
         let init = Sandbox::new(&format!("segments-{name}-init"));
         let mut cmd = init.ckptrun_from(&ckptrun, ["--mode", "init", "--", "sleep", "30"]);
         cmd.env_clear().env("PATH", "/usr/bin:/bin");
@@ -920,6 +950,10 @@ fn the_supervisor_never_maps_the_code_only_children_and_dmtcp_mode_run() {
             (
                 "a restore",
                 self_job(&ckptrun, &restored, &["--", "sleep", "30"]),
+            ),
+            (
+                "a restore past a damaged generation",
+                self_job(&ckptrun, &damaged, &logged),
             ),
         ];
         for (what, cmd) in runs {
@@ -939,7 +973,19 @@ fn the_supervisor_never_maps_the_code_only_children_and_dmtcp_mode_run() {
                 );
             }
         }
+        assert_restored_past_damage(&damaged, &state);
     }
+}
+
+/// The restore in `sandbox` (see `restorable_past_damage`) found
+/// generation 2 damaged and restored generation 1: `state`.
+fn assert_restored_past_damage(sandbox: &Sandbox, state: &[u8]) {
+    let log = std::fs::read_to_string(sandbox.path("ckptrun.log")).unwrap_or_default();
+    assert!(
+        log.contains("generation 2 is damaged (member state does not match its checksum): restarting from generation 1"),
+        "{log}"
+    );
+    assert!(std::fs::read(sandbox.path("state")).unwrap() == state);
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! that goes wrong (no child can be made, it dies, its answer is short)
 //! gives no result, and the caller says what then.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::os::sys::{self, Forked, Pid};
 
@@ -29,12 +29,12 @@ impl<const N: usize> Beside<N> {
     pub fn start(f: impl FnOnce() -> Option<[u64; N]>) -> Option<Self> {
         const { assert!(N <= 8, "a child sends at most 8 numbers") };
         let mut f = Some(f);
-        let mut run = |values: &mut [u64; 8]| {
+        let mut run = |values: &mut [u64; 8], _: BorrowedFd| {
             let got = f.take().and_then(|f| f())?;
             values[..N].copy_from_slice(&got);
-            Some(())
+            Some(N)
         };
-        let (pid, answer) = start(&mut run, N)?;
+        let (pid, answer) = start(&mut run)?;
         Some(Self { pid, answer })
     }
 
@@ -60,18 +60,50 @@ impl<const N: usize> Beside<N> {
 
     /// Waits for the child: its result, if it gave one.
     pub fn result(self) -> Option<[u64; N]> {
-        let all = result(self.pid, &self.answer, N)?;
+        let all = numbers(self.pid, &self.answer, N)?;
         let mut values = [0u64; N];
         values.copy_from_slice(&all[..N]);
         Some(values)
     }
 }
 
-/// `Beside::start`, one copy for every caller (each closure type would
-/// otherwise get a copy of its own, all resident): `run` fills the
-/// first `n` values.
+/// `f` in a child, which fills the start of `into` (its copy of it) and
+/// says how much; those bytes come back into `into` here: how many. None
+/// when no child answers (the caller does the work itself then).
+pub fn bytes(into: &mut [u8], f: impl FnOnce(&mut [u8]) -> Option<usize>) -> Option<usize> {
+    let mut f = Some(f);
+    let child = start(&mut |_, tell| {
+        let n = f.take().and_then(|f| f(into))?;
+        sys::write_all(tell, into.get(..n)?).ok()?;
+        Some(0)
+    });
+    let (pid, answer) = child?;
+    result(pid, &answer, into)
+}
+
+/// `Beside::result`, one copy for every caller: the `n` values the
+/// child sent, if it sent them all and ended well.
 #[inline(never)]
-fn start(run: &mut dyn FnMut(&mut [u64; 8]) -> Option<()>, n: usize) -> Option<(Pid, OwnedFd)> {
+fn numbers(pid: Pid, answer: &OwnedFd, n: usize) -> Option<[u64; 8]> {
+    let mut sent = [0u8; 64];
+    if result(pid, answer, &mut sent[..8 * n])? != 8 * n {
+        return None;
+    }
+    let mut values = [0u64; 8];
+    for (v, chunk) in values.iter_mut().zip(sent.chunks_exact(8)) {
+        *v = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+    }
+    Some(values)
+}
+
+/// A child's start, one copy for every caller (each closure type would
+/// otherwise get a copy of its own, all resident): `run` fills the first
+/// n values, n its answer, which are sent; or sends bytes itself (through
+/// the pipe it is given) and answers 0.
+#[inline(never)]
+fn start(
+    run: &mut dyn FnMut(&mut [u64; 8], BorrowedFd) -> Option<usize>,
+) -> Option<(Pid, OwnedFd)> {
     let (answer, tell) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
     let ckptrun = rustix::process::getpid();
     match sys::fork().ok()? {
@@ -84,15 +116,15 @@ fn start(run: &mut dyn FnMut(&mut [u64; 8]) -> Option<()>, n: usize) -> Option<(
             }
             drop(answer);
             let mut values = [0u64; 8];
-            let code = match run(&mut values) {
-                Some(()) => {
+            let code = match run(&mut values, tell.as_fd()) {
+                Some(n) if n <= 8 => {
                     let mut bytes = [0u8; 64];
                     for (chunk, v) in bytes.chunks_exact_mut(8).zip(values) {
                         chunk.copy_from_slice(&v.to_le_bytes());
                     }
                     i32::from(sys::write_all(&tell, &bytes[..8 * n]).is_err())
                 }
-                None => 1,
+                _ => 1,
             };
             sys::exit_now(code)
         }
@@ -100,20 +132,16 @@ fn start(run: &mut dyn FnMut(&mut [u64; 8]) -> Option<()>, n: usize) -> Option<(
     }
 }
 
-/// `Beside::result`, one copy for every caller: the child's `n` values.
+/// A child's end, one copy for every caller: the bytes it sent (at
+/// most `buf.len()`), read into `buf`; how many, if it then ended well.
 #[inline(never)]
-fn result(pid: Pid, answer: &OwnedFd, n: usize) -> Option<[u64; 8]> {
-    let mut buf = [0u8; 64];
-    let got = sys::read_fill(answer, &mut buf[..8 * n]);
+fn result(pid: Pid, answer: &OwnedFd, buf: &mut [u8]) -> Option<usize> {
+    let got = sys::read_fill(answer, buf);
     let ended = sys::wait_exit_code(pid);
-    if got != Ok(8 * n) || ended != Some(0) {
-        return None;
+    match (got, ended) {
+        (Ok(n), Some(0)) => Some(n),
+        _ => None,
     }
-    let mut values = [0u64; 8];
-    for (v, chunk) in values.iter_mut().zip(buf.chunks_exact(8)) {
-        *v = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-    }
-    Some(values)
 }
 
 /// A file whose last reference a child holds (see `Beside::hold`).
@@ -149,5 +177,31 @@ impl Held {
     pub fn let_go(self) -> Beside {
         drop(self.go);
         self.child
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_a_child_gives_come_back_and_none_when_it_gives_none() {
+        let mut into = [0u8; 4096];
+        let n = bytes(&mut into, |buf| {
+            buf[..5].copy_from_slice(b"state");
+            buf[4095] = b'!';
+            Some(5)
+        });
+        assert_eq!(n, Some(5));
+        assert_eq!(&into[..5], b"state");
+        assert_eq!(into[4095], 0, "only what it gave crosses");
+        assert_eq!(bytes(&mut into, |_| None), None);
+        assert_eq!(bytes(&mut into, |_| Some(4097)), None, "more than fits");
+        let full = bytes(&mut into, |buf| {
+            buf.fill(b'x');
+            Some(4096)
+        });
+        assert_eq!(full, Some(4096));
+        assert!(into.iter().all(|&b| b == b'x'));
     }
 }

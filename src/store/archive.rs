@@ -406,6 +406,22 @@ fn parse_pax(mut records: &[u8], pax: &mut Pax) -> core::result::Result<(), Bad>
     Ok(())
 }
 
+/// The path of the member whose data is at `offset` in `archive`,
+/// copied into `into`: its length; none if no member's data is there.
+pub fn path_at(archive: BorrowedFd, offset: u64, into: &mut [u8]) -> Option<usize> {
+    let mut len = None;
+    let _ = each_member(archive, |m| {
+        let path = m.path.as_bytes();
+        if m.offset == offset {
+            let n = path.len().min(into.len());
+            into[..n].copy_from_slice(&path[..n]);
+            len = Some(n);
+        }
+        Ok(len.is_none())
+    });
+    len
+}
+
 /// Creates `member` as `to` in `dir` (`to` may hold `/`s: its parents
 /// must exist). A file's data is copied from `archive` in the kernel, or
 /// expanded by a child (see `pack`), and not fsync'd: working copies are

@@ -251,7 +251,7 @@ fn number_here(file: BorrowedFd) -> Result<Option<u64>, Bad> {
 }
 
 /// A `Bad` as one number, for a child to send (`decode` reads it).
-fn encode(bad: Bad) -> u64 {
+pub fn encode(bad: Bad) -> u64 {
     match bad {
         Bad::Torn => 1 << 32,
         Bad::Malformed => 2 << 32,
@@ -259,7 +259,7 @@ fn encode(bad: Bad) -> u64 {
     }
 }
 
-fn decode(n: u64) -> Bad {
+pub fn decode(n: u64) -> Bad {
     match n >> 32 {
         1 => Bad::Torn,
         2 => Bad::Malformed,

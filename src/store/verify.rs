@@ -22,11 +22,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
 
-use crate::os::beside::Beside;
+use crate::os::beside::{self, Beside};
 use crate::os::error::Error;
 use crate::os::log::Log;
-use crate::store::archive::Bad;
-use crate::store::generation::{Failed, Meta, at};
+use crate::store::archive::{self, Bad};
+use crate::store::generation::{self, Failed, Meta, at};
 use crate::store::manifest::{self, Fold};
 use crate::store::restore::{Prepared, Restore};
 use crate::store::scratch::{FAILED, Scratch, damaged_name};
@@ -64,16 +64,18 @@ impl fmt::Display for Why {
             Damage::Archive(bad) => write!(f, "{bad}"),
             Damage::NoManifest => f.write_str("its manifest is missing"),
             Damage::Member(offset) => {
-                let mut path = None;
-                let _ = crate::store::archive::each_member(self.1.as_fd(), |m| {
-                    if m.offset == *offset {
-                        path = Some(m.path.clone());
+                // Found in a child (see `Beside`): the walk is not the
+                // supervisor's; here when no child answers.
+                let file = self.1.as_fd();
+                let mut path = [0u8; archive::PATH_MAX];
+                let len = beside::bytes(&mut path, |p| archive::path_at(file, *offset, p))
+                    .or_else(|| archive::path_at(file, *offset, &mut path));
+                match len.and_then(|n| path.get(..n)) {
+                    Some(path) if !path.is_empty() => {
+                        let path = crate::os::log::Lossy(path);
+                        write!(f, "member {path} does not match its checksum")
                     }
-                    Ok(path.is_none())
-                });
-                match path {
-                    Some(path) => write!(f, "member {path} does not match its checksum"),
-                    None => f.write_str("a member does not match its checksum"),
+                    _ => f.write_str("a member does not match its checksum"),
                 }
             }
             Damage::Missing => f.write_str("members its manifest lists are missing"),
@@ -90,15 +92,38 @@ enum Check {
 }
 
 impl Check {
-    /// As a child sends it: 0 intact, 1 unverified, 2 damaged (the
-    /// reason is not sent).
-    fn number(&self) -> u64 {
+    /// As a child sends it: intact `[0, 0]`, unverified `[1, 0]`, damaged
+    /// `[2 + why, detail]` (see `received`).
+    fn sent(&self) -> [u64; 2] {
         match self {
-            Check::Intact => 0,
-            Check::Unverified => 1,
-            Check::Damaged(_) => 2,
+            Check::Intact => [0, 0],
+            Check::Unverified => [1, 0],
+            Check::Damaged(Damage::Archive(bad)) => [2, generation::encode(*bad)],
+            Check::Damaged(Damage::NoManifest) => [3, 0],
+            Check::Damaged(Damage::Member(offset)) => [4, *offset],
+            Check::Damaged(Damage::Missing) => [5, 0],
         }
     }
+
+    /// What `sent` sent.
+    fn received([what, detail]: [u64; 2]) -> Self {
+        match what {
+            0 => Check::Intact,
+            1 => Check::Unverified,
+            2 => Check::Damaged(Damage::Archive(generation::decode(detail))),
+            3 => Check::Damaged(Damage::NoManifest),
+            4 => Check::Damaged(Damage::Member(detail)),
+            _ => Check::Damaged(Damage::Missing),
+        }
+    }
+}
+
+/// `check`, in a child beside ckptrun (`Beside`): the walks, the
+/// expansions and the hashing buffer (128 KiB) are then the child's pages
+/// and the code only children run, never the supervisor's (how-it-works.md,
+/// "Memory"). Here, as before, when no child answers.
+fn check_beside(file: BorrowedFd, meta: &Meta) -> Check {
+    Beside::or_here(|| check(file, meta), |c| c.sent(), Check::received)
 }
 
 /// Verifies the generation in `file`, described by `meta`.
@@ -188,24 +213,14 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
             made: Ok(()),
             listed: None,
         };
-        // Only verified: in a child too, its stack and code kept out of
-        // the supervisor's.
-        let verdict = Beside::or_here(
-            || check(file, meta),
-            |verdict| [verdict.number()],
-            |sent| match sent {
-                [0] => Check::Intact,
-                [1] => Check::Unverified,
-                // Damaged: why is found again here.
-                _ => check(file, meta),
-            },
-        );
+        // Only verified: in a child too.
+        let verdict = check_beside(file, meta);
         return (verdict, prepared);
     }
     let beside = Beside::<2>::start(|| {
         let mut listed = Fold::default();
         let verdict = check_but(file, meta, Some(&(&*restore, meta)), &mut listed);
-        Some([verdict.number(), listed.0])
+        Some([verdict.sent()[0], listed.0])
     });
     let mut expanded = Fold::default();
     let mut made = restore.prepare(file, meta, &mut expanded);
@@ -217,9 +232,10 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
     let verdict = match answer {
         Some([0, _]) if made.is_ok() && listed == Some(expanded) => Check::Intact,
         Some([1, _]) => Check::Unverified,
-        // Damaged (why is found again here), a member that expanded to
-        // other bytes than its manifest lists, or no verdict.
-        _ => check(file, meta),
+        // Damaged (why is found again, by the whole check), a member
+        // that expanded to other bytes than its manifest lists, or no
+        // verdict.
+        _ => check_beside(file, meta),
     };
     if made.is_ok() && listed.is_some_and(|listed| listed != expanded) {
         made = Err(at("restore (the copy does not match its checksums)")(
@@ -306,4 +322,28 @@ pub fn set_failed_aside(slots: &mut Slots, scratch: &Scratch, bad: u64) -> Resul
         .map_err(at("set the failed generation aside"))?;
     slots.empty_slot(slot)?;
     rustix::fs::fsync(slots.dir()).map_err(at("fsync the store's directory"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_crosses_from_a_child_whole_with_its_reason() {
+        let checks = [
+            Check::Intact,
+            Check::Unverified,
+            Check::Damaged(Damage::Archive(Bad::Torn)),
+            Check::Damaged(Damage::Archive(Bad::Malformed)),
+            Check::Damaged(Damage::Archive(Bad::Io(Errno::IO))),
+            Check::Damaged(Damage::NoManifest),
+            Check::Damaged(Damage::Member(12 << 12)),
+            Check::Damaged(Damage::Missing),
+        ];
+        let sent: Vec<[u64; 2]> = checks.iter().map(Check::sent).collect();
+        for (i, s) in sent.iter().enumerate() {
+            assert_eq!(Check::received(*s).sent(), *s);
+            assert!(!sent[..i].contains(s), "{s:?} sent twice");
+        }
+    }
 }

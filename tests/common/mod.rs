@@ -1229,3 +1229,23 @@ pub fn code_mappings(pid: i32, exe: &std::path::Path) -> Vec<(u64, u64)> {
     found.extend(current);
     found
 }
+
+/// Changes the first byte of `member`'s data inside the archive `slot`,
+/// where GNU tar says it is: a bit flip on a disk or in a transfer.
+pub fn flip_byte_of(slot: &Path, member: &str) {
+    flip_byte_at(slot, member, 0);
+}
+
+/// Flips one bit of byte `at` of `member`'s data, as stored, in `slot`.
+pub fn flip_byte_at(slot: &Path, member: &str, at: usize) {
+    let listing = Command::new("tar").arg("-tvRf").arg(slot).output().unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    let block: u64 = listing
+        .lines()
+        .find(|l| l.ends_with(&format!(" {member}")))
+        .and_then(|l| l.strip_prefix("block ")?.split(':').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{member} in {listing}"));
+    let mut bytes = std::fs::read(slot).unwrap();
+    bytes[(block as usize + 1) * 512 + at] ^= 0x04;
+    std::fs::write(slot, bytes).unwrap();
+}
