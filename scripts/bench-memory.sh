@@ -10,7 +10,16 @@
 #             start left: the compressed generation verified and expanded
 #   ad        a first start as HTCondor makes it: with a job ad
 #             (_CONDOR_JOB_AD, a 0.8 KB ad naming the transfers)
-# Read once ckptrun waits in its supervision loop, each run twice:
+#   damaged   --mode self in a new sandbox holding what the spool holds
+#             after two checkpoints, generation 2 damaged (a byte of its
+#             state changed): found so, and generation 1 restored
+#   dmtcp     --mode dmtcp, a first start of sleep under the real DMTCP
+#             4.2.0 (CKPTRUN_DMTCP, default /tmp/ckptrun-dmtcp-4.2.0, built
+#             by ../shared/tools/real-dmtcp.sh if missing)
+#   dmtcp-restart  --mode dmtcp restarting, in place, from the checkpoint
+#             an eviction of such a first start committed
+# Read once ckptrun waits in its supervision loop (in dmtcp mode, once
+# its log says the job runs or was restarted), each run twice:
 #   VmRSS, VmHWM  /proc/PID/status, as the budget test reads them;
 #   traced peak   in a second run under perf record: the most the process
 #                 ever held (file, anonymous and shared pages), from every
@@ -28,6 +37,8 @@ cd "$(dirname "$0")/.."
 runs=${1:-5}
 scripts/setup.sh --bench
 CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh
+dmtcp=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
+"$PWD/../shared/tools/real-dmtcp.sh" "$dmtcp" >/dev/null
 [ -d /sys/kernel/tracing/events/kmem ] || mount -t tracefs nodev /sys/kernel/tracing
 work=$(mktemp -d "$PWD/target/bench-memory.XXXXXX")
 trap 'pkill -KILL -f "$work/ckptrun" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -88,7 +99,7 @@ one() {
     local pid="" n=0
     while :; do
         pid=$(pgrep -f "^$bin " | head -1 || true)
-        [ -n "$pid" ] && grep -q do_sigtimedwait "/proc/$pid/wchan" 2>/dev/null && break
+        [ -n "$pid" ] && grep -q do_sigtimedwait "/proc/$pid/wchan" 2>/dev/null && runs_job "$dir" && break
         n=$((n + 1))
         [ "$n" -lt 600 ] || { echo "bench-memory.sh: ckptrun did not reach its loop" >&3; exit 1; }
         sleep 0.05
@@ -96,13 +107,29 @@ one() {
     local rss hwm
     rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
     hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$pid/status")
-    kill -KILL "$pid"
-    pkill -KILL -x -f "sleep 3599" || true
+    end "$pid" "$dir"
     wait "$job" 2>/dev/null || true
     if [ -n "${TRACE:-}" ]; then
         echo "$rss $hwm $(perf script -i "$dir/perf.data" -F comm,pid,event,trace 2>/dev/null | traced_peak "$pid")"
     else
         echo "$rss $hwm"
+    fi
+}
+
+# Whether the job in $1 runs: in dmtcp mode, once ckptrun's log says so.
+runs_job() {
+    [ "$1" = "${1%dmtcp*}" ] || grep -qE "the job runs under DMTCP|restart complete" "$1/ckptrun.log" 2>/dev/null
+}
+
+# Ends ckptrun $1 (in $2): in dmtcp mode an eviction (SIGTERM, exit 85),
+# which ends the coordinator too; else SIGKILL.
+end() {
+    if [ "$2" != "${2%dmtcp*}" ]; then
+        kill -TERM "$1"
+        while kill -0 "$1" 2>/dev/null; do sleep 0.05; done
+    else
+        kill -KILL "$1"
+        pkill -KILL -x -f "sleep 3599" || true
     fi
 }
 
@@ -118,7 +145,24 @@ sandbox() {
             (cd "$s" && env -i PATH=/usr/bin:/bin "$bin" "${self[@]}" -- sh -c 'touch state; exit 17') || [ $? = 85 ]
             cp "$s"/ckptrun.store.* "$d/"
             ;;
+        damaged)
+            mkdir "$s" && cp "$work/state" "$s/state"
+            for _ in 1 2; do
+                (cd "$s" && env -i PATH=/usr/bin:/bin "$bin" "${self[@]}" -- sh -c 'touch state; exit 17') || [ $? = 85 ]
+                cp "$s"/ckptrun.store.* "$d/"
+            done
+            flip "$(grep -l "^generation 2$" "$d"/ckptrun.store.*)" state
+            ;;
+        dmtcp-restart) one "$bin" "$d" "${dmtcp_args[@]}" >/dev/null ;;
     esac
+}
+
+# Changes a byte of member $2's data in the archive $1, where GNU tar
+# says it is.
+flip() {
+    local block
+    block=$(tar -tvRf "$1" 2>/dev/null | awk -v m=" $2" 'substr($0, length($0) - length(m) + 1) == m { sub(/^block /, ""); sub(/:.*/, ""); print; exit }')
+    printf '\x5a' | dd of="$1" bs=1 seek=$(((block + 1) * 512 + 100)) conv=notrunc status=none
 }
 
 echo "## Machine"
@@ -127,15 +171,20 @@ echo
 echo "| build | supervising | VmRSS kB | VmHWM kB | VmHWM kB, traced run | traced peak kB |"
 echo "|---|---|---|---|---|---|"
 self=(--mode self --ckpt state --job-ckpt-exit 17)
+dmtcp_args=(--mode dmtcp --log ckptrun.log --dmtcp-dir "$dmtcp/bin")
 for target in x86_64 i686; do
     cp "target/$target-unknown-linux-musl/release/ckptrun" "$work/ckptrun-$target"
     bin=$work/ckptrun-$target
-    for kind in init first restored ad; do
+    for kind in init first restored ad damaged dmtcp dmtcp-restart; do
         : >"$work/plain"
         : >"$work/traced"
         for r in $(seq "$runs"); do
-            args=(--mode init)
-            [ "$kind" = init ] || args=("${self[@]}")
+            case $kind in
+                init) args=(--mode init) ;;
+                dmtcp*) args=("${dmtcp_args[@]}") ;;
+                damaged) args=("${self[@]}" --log ckptrun.log) ;;
+                *) args=("${self[@]}") ;;
+            esac
             ad=
             [ "$kind" != ad ] || ad=$work/job.ad
             for how in plain traced; do
@@ -147,7 +196,8 @@ for target in x86_64 i686; do
                     AD=${ad:-} one "$bin" "$d" "${args[@]}" >>"$work/plain" 3>&2 2>/dev/null
                 fi
                 # A restore gave back the state as it was.
-                [ "$kind" != restored ] || cmp -s "$d/state" "$work/state"
+                case $kind in restored | damaged) cmp -s "$d/state" "$work/state" ;; esac
+                [ "$kind" != damaged ] || grep -q "generation 2 is damaged" "$d/ckptrun.log"
                 rm -rf "$d" "$d.store"
             done
         done
