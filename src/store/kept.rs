@@ -387,6 +387,7 @@ fn seal_record(
 /// it is exactly the newest generation as committed: that generation's
 /// number. Otherwise it is removed (any path the restore would miss moved
 /// back first), and none.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
 pub fn reuse(work: &WorkingCopy, slots: &Slots, scratch: &Scratch, log: &Log) -> Option<u64> {
     let kept = open(scratch.dir()).ok()??;
     let found = kept_generation(work, slots, scratch, kept.as_fd());
