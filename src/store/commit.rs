@@ -46,8 +46,8 @@ pub enum Freeing {
 /// What a commit adds to the archive after the description.
 pub type Fill<'a> = &'a mut dyn FnMut(&mut Writer) -> rustix::io::Result<()>;
 
-/// Writes generation `g`: its description (`extra`: more `key value`
-/// lines after the tag's), then what `fill` adds (compressed as `packing`
+/// Writes generation `g`: its description (`extra`: the parts of more
+/// `key value` lines after the tag's), then what `fill` adds (compressed as `packing`
 /// says), then its manifest; into
 /// the slot the table picks (read by the caller just before). Returns
 /// that slot.
@@ -60,7 +60,7 @@ pub type Fill<'a> = &'a mut dyn FnMut(&mut Writer) -> rustix::io::Result<()>;
 /// again.
 pub fn write(
     (slots, scratch, tag): (&mut Slots, &Scratch, &Tag),
-    (g, extra, packing): (u64, &[u8], Packing),
+    (g, extra, packing): (u64, &[&[u8]], Packing),
     freeing: Freeing,
     fill: Fill,
     log: &Log,
@@ -122,7 +122,7 @@ fn is_newest_intact(slots: &Slots, slot: u32) -> bool {
 /// never the newest intact), tries again.
 fn build_making_room(
     (slots, scratch, tag): (&mut Slots, &Scratch, &Tag),
-    what: (u64, &[u8], Packing),
+    what: (u64, &[&[u8]], Packing),
     fill: Fill,
     freed: &mut Option<Beside>,
     log: &Log,
@@ -190,7 +190,7 @@ const STEPS: [&str; 5] = [
 /// answer (none can be made, or it dies): `building` is made anew.
 fn build_beside(
     rooms: (&Scratch, &Tag),
-    what: (u64, &[u8], Packing),
+    what: (u64, &[&[u8]], Packing),
     fill: Fill,
 ) -> Result<(), Failed> {
     Beside::or_here(
@@ -204,7 +204,7 @@ fn build_beside(
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
 fn build(
     (scratch, tag): (&Scratch, &Tag),
-    (g, extra, packing): (u64, &[u8], Packing),
+    (g, extra, packing): (u64, &[&[u8]], Packing),
     fill: Fill,
 ) -> Result<(), Failed> {
     let create = OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW;
@@ -226,7 +226,9 @@ fn build(
     };
     let sums = scratch_file(SUMS, "create the manifest")?;
     let mut meta = Description::new(g, tag)?;
-    meta.push(extra)?;
+    for part in extra {
+        meta.push(part)?;
+    }
     let mut w = Writer::new(out.as_fd(), sums.as_fd(), packing);
     w.bytes(META, 0o644, &meta)
         .and_then(|()| fill(&mut w))

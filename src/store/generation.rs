@@ -107,11 +107,6 @@ impl Description {
         Ok(d)
     }
 
-    /// Lines a mode adds, with nothing before them.
-    pub fn extra() -> Self {
-        Self(heapless::Vec::new())
-    }
-
     pub fn push(&mut self, part: &[u8]) -> Result<(), Failed> {
         self.0
             .extend_from_slice(part)

@@ -62,7 +62,7 @@ pub use self::verify::OnDamage;
 pub use self::working::MAX_CKPTS;
 
 use self::commit::Freeing;
-use self::generation::{Description, Failed, Generation, Meta, Tag, at};
+use self::generation::{Failed, Generation, Meta, Tag, at};
 use self::kept::Kept;
 use self::restore::{Extract, Restore};
 use self::scratch::Scratch;
@@ -328,7 +328,7 @@ impl Store {
         let work = &self.work;
         let rooms = (&mut self.slots, &self.scratch, &self.tag);
         let fill = &mut |w: &mut writer::Writer| work.pack(w, None);
-        let slot = commit::write(rooms, (0, b"", self.packing), Freeing::Wait, fill, log)?;
+        let slot = commit::write(rooms, (0, &[], self.packing), Freeing::Wait, fill, log)?;
         self.slots.fill()?;
         log.info(format_args!(
             "created {}: generation 0 is the job's starting state",
@@ -361,7 +361,7 @@ impl Store {
         let rooms = (&mut self.slots, &self.scratch, &self.tag);
         let written = commit::write(
             rooms,
-            (g, b"", self.packing),
+            (g, &[], self.packing),
             freeing,
             &mut |w| work.pack(w, from),
             log,
@@ -389,12 +389,13 @@ impl Store {
     }
 
     /// Commits, as the next generation, every entry of the directory
-    /// `dir` under its own name, with `extra` (more `key value` lines) in
-    /// its description; returns its number.
+    /// `dir` under its own name, with `extra` (the parts of more `key
+    /// value` lines: they are put together in the child that writes the
+    /// archive) in its description; returns its number.
     pub fn commit_dir(
         &mut self,
         dir: BorrowedFd,
-        extra: &Description,
+        extra: &[&[u8]],
         log: &Log,
     ) -> Result<u64, Failed> {
         self.slots.scan(None)?;
@@ -403,13 +404,7 @@ impl Store {
         let fill = &mut |w: &mut writer::Writer| {
             tree::each_name(dir, |name| w.tree(dir, name, name.to_bytes()))
         };
-        let written = commit::write(
-            rooms,
-            (g, &extra[..], self.packing),
-            Freeing::Wait,
-            fill,
-            log,
-        );
+        let written = commit::write(rooms, (g, extra, self.packing), Freeing::Wait, fill, log);
         crate::os::stack::release();
         let slot = written?;
         self.committed(g, slot, log);

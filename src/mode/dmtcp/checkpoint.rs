@@ -30,7 +30,7 @@ use crate::os::sys::Pid;
 use crate::run::signals::Inherited;
 use crate::run::spawn;
 use crate::store::Store;
-use crate::store::generation::{Description, Failed, at};
+use crate::store::generation::{Failed, at};
 
 /// How often the images directory is looked at while a checkpoint is
 /// under way.
@@ -212,9 +212,34 @@ pub struct Place {
 
 impl Place {
     /// Commits the images as the next generation, with what a restart
-    /// needs to know; then empties the images directory.
+    /// needs to know (`images-dir PATH\ncwd PATH\n`, and `stdout-size
+    /// N\n`, `stderr-size N\n` for each output open); then empties the
+    /// images directory. The lines go as parts, put together only in the
+    /// child that writes the archive: no description on this stack.
     pub fn commit(&mut self, log: &Log) -> Result<u64, Failed> {
-        let extra = self.describe()?;
+        let mut digits = [[0u8; 20]; 2];
+        let mut sizes: [[&[u8]; 3]; 2] = [[b""; 3]; 2];
+        let keys = [&b"stdout-size "[..], b"stderr-size "];
+        let each = sizes.iter_mut().zip(keys).zip(&mut digits);
+        for (((line, key), digits), fd) in each.zip(&self.outputs) {
+            if let Some(st) = fd.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
+                *line = [key, decimal::write(digits, st.st_size as u64), b"\n"];
+            }
+        }
+        let [out, err] = sizes;
+        let extra = [
+            b"images-dir ",
+            self.images.at().as_os_str().as_bytes(),
+            b"\ncwd ",
+            self.cwd.as_os_str().as_bytes(),
+            b"\n",
+            out[0],
+            out[1],
+            out[2],
+            err[0],
+            err[1],
+            err[2],
+        ];
         let done = self.store.commit_dir(self.images.dir(), &extra, log);
         if done.is_ok() {
             self.images
@@ -222,28 +247,5 @@ impl Place {
                 .map_err(at("empty the images directory"))?;
         }
         done
-    }
-
-    /// `images-dir PATH\ncwd PATH\nstdout-size N\nstderr-size N\n`, on
-    /// the stack.
-    fn describe(&self) -> Result<Description, Failed> {
-        let mut meta = Description::extra();
-        meta.push(b"images-dir ")?;
-        meta.push(self.images.at().as_os_str().as_bytes())?;
-        meta.push(b"\ncwd ")?;
-        meta.push(self.cwd.as_os_str().as_bytes())?;
-        meta.push(b"\n")?;
-        for (key, fd) in [&b"stdout-size "[..], b"stderr-size "]
-            .iter()
-            .zip(&self.outputs)
-        {
-            if let Some(size) = fd.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
-                let mut digits = [0u8; 20];
-                meta.push(key)?;
-                meta.push(decimal::write(&mut digits, size.st_size as u64))?;
-                meta.push(b"\n")?;
-            }
-        }
-        Ok(meta)
     }
 }
