@@ -5,7 +5,8 @@
 //! and issue 4 list what was observed of 4.2.0).
 
 use std::ffi::{CStr, OsStr, OsString};
-use std::os::fd::BorrowedFd;
+use std::fmt::Write as _;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -228,20 +229,22 @@ fn wait_for_port(
 /// is known by its `--port-file`, in this very store (the store is locked
 /// by this run, so no live run's coordinator has it).
 fn end_stale(store_id: Option<(u64, u64)>, log: &Log) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
+    let Ok(procs) = crate::os::tree::open_named_dir(rustix::fs::CWD, c"/proc") else {
         return;
     };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = decimal::parse(name.as_bytes()).and_then(|n| Pid::try_from(n).ok()) else {
-            continue;
-        };
-        if runs_with_our_port_file(pid, store_id) && sys::kill(pid, libc::SIGKILL).is_ok() {
+    // Read without allocating: /proc may list thousands of processes.
+    let _ = crate::os::tree::each_name(procs.as_fd(), |name| {
+        let pid = decimal::parse(name.to_bytes()).and_then(|n| Pid::try_from(n).ok());
+        if let Some(pid) = pid
+            && runs_with_our_port_file(pid, store_id)
+            && sys::kill(pid, libc::SIGKILL).is_ok()
+        {
             log.warn(format_args!(
                 "killed pid {pid}, a coordinator an earlier run left in this sandbox"
             ));
         }
-    }
+        Ok(())
+    });
 }
 
 /// (device, inode) of the open scratch directory.
@@ -259,11 +262,9 @@ fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
     let Some(store_id) = store_id else {
         return false;
     };
-    let is_coordinator = std::fs::read_link(format!("/proc/{pid}/exe"))
-        .is_ok_and(|exe| exe.file_name() == Some(OsStr::new("dmtcp_coordinator")));
     // Only a coordinator's arguments are read: every process's would cost
     // as much memory as the longest command line on the machine.
-    if !is_coordinator {
+    if !runs_coordinator(pid) {
         return false;
     }
     let Some(cmdline) = read_whole(&format!("/proc/{pid}/cmdline")) else {
@@ -279,6 +280,24 @@ fn runs_with_our_port_file(pid: Pid, store_id: Option<(u64, u64)>) -> bool {
             .parent()
             .and_then(|dir| rustix::fs::stat(dir).ok())
             .is_some_and(|st| (st.st_dev, st.st_ino) == store_id)
+}
+
+/// Whether `pid` runs a program named dmtcp_coordinator. Its path is
+/// read into a buffer on the stack (allocated only if it is longer).
+fn runs_coordinator(pid: Pid) -> bool {
+    let mut exe: heapless::String<32> = heapless::String::new();
+    if write!(exe, "/proc/{pid}/exe").is_err() {
+        return false;
+    }
+    let named = |path: &[u8]| {
+        Path::new(OsStr::from_bytes(path)).file_name() == Some(OsStr::new("dmtcp_coordinator"))
+    };
+    let mut buf = [0u8; 512];
+    match rustix::fs::readlinkat_raw(rustix::fs::CWD, exe.as_str(), &mut buf[..]) {
+        Ok(n) if n < buf.len() => named(&buf[..n]),
+        Ok(_) => std::fs::read_link(exe.as_str()).is_ok_and(|p| named(p.as_os_str().as_bytes())),
+        Err(_) => false,
+    }
 }
 
 /// All that the file at `path` holds, or None. Allocates.
