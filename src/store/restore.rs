@@ -195,6 +195,9 @@ fn extract_here(
     takes: fn(&[u8]) -> bool,
     expanded: &mut Fold,
 ) -> Result<(), Failed> {
+    // Anything a child that died left there goes first (each member is
+    // created anew: O_EXCL).
+    tree::empty(into).map_err(at("restore (extract)"))?;
     let done = archive::each_member(file, |m| {
         if takes(m.path.as_bytes())
             && let Some(hash) = archive::extract(file, m, into, m.path.c())?
@@ -207,5 +210,44 @@ fn extract_here(
         Ok(()) => Ok(()),
         Err(Bad::Io(e)) => Err(at("restore (extract)")(e)),
         Err(_) => Err(at("restore (extract)")(Errno::IO)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::os::temp_dir::TempDir;
+    use crate::store::writer::Writer;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn an_extraction_made_again_over_one_a_dead_child_left_succeeds() {
+        let dir = TempDir::new("extract-again");
+        let archive = dir.join("archive");
+        let out = std::fs::File::create(&archive).unwrap();
+        let sums = std::fs::File::create_new(dir.join("sums")).unwrap();
+        let mut w = Writer::new(
+            out.as_fd(),
+            sums.as_fd(),
+            crate::store::pack::Packing::WherePays,
+        );
+        w.bytes(b"ckpt_a.dmtcp", 0o644, b"image a").unwrap();
+        w.bytes(b"other", 0o644, b"not taken").unwrap();
+        w.finish().unwrap();
+        let into = dir.join("into");
+        std::fs::create_dir(&into).unwrap();
+        let into_fd = std::fs::File::open(&into).unwrap();
+        let file = std::fs::File::open(&archive).unwrap();
+        let takes = |p: &[u8]| p.starts_with(b"ckpt_");
+        // What a child killed half-way leaves: a member, and another file.
+        std::fs::write(into.join("ckpt_a.dmtcp"), b"ima").unwrap();
+        std::fs::write(into.join("left"), b"x").unwrap();
+        let mut sum = Fold::default();
+        extract_here(file.as_fd(), into_fd.as_fd(), takes, &mut sum).unwrap();
+        assert_eq!(
+            std::fs::read(into.join("ckpt_a.dmtcp")).unwrap(),
+            b"image a"
+        );
+        assert!(!into.join("left").exists() && !into.join("other").exists());
     }
 }
