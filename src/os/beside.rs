@@ -4,8 +4,8 @@
 //! expanded with working memory of its own (see `region`), which the
 //! supervising process never touches; work whose deep frames would
 //! otherwise be the supervisor's pages (an archive's walk, a restore's
-//! copy, a commit's archive). Its result, a few u64s (at most
-//! 8), comes back through a pipe. The child is a copy of ckptrun that
+//! copy, a commit's archive). Its result, a few u64s (at most 8) or a
+//! buffer's bytes (`bytes`: a path), comes back through a pipe. The child is a copy of ckptrun that
 //! reads and writes files and exits (`_exit`: no destructor runs twice);
 //! it allocates nothing on the heap, and it dies with ckptrun. Anything
 //! that goes wrong (no child can be made, it dies, its answer is short)
@@ -69,7 +69,8 @@ impl<const N: usize> Beside<N> {
 
 /// `f` in a child, which fills the start of `into` (its copy of it) and
 /// says how much; those bytes come back into `into` here: how many. None
-/// when no child answers (the caller does the work itself then).
+/// when no child answers, or `f` gave none (the caller does the work
+/// itself then).
 pub fn bytes(into: &mut [u8], f: impl FnOnce(&mut [u8]) -> Option<usize>) -> Option<usize> {
     let mut f = Some(f);
     let child = start(&mut |_, tell| {

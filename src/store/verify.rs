@@ -68,9 +68,11 @@ impl fmt::Display for Why {
                 // supervisor's; here when no child answers.
                 let file = self.1.as_fd();
                 let mut path = [0u8; archive::PATH_MAX];
-                let len = beside::bytes(&mut path, |p| archive::path_at(file, *offset, p))
-                    .or_else(|| archive::path_at(file, *offset, &mut path));
-                match len.and_then(|n| path.get(..n)) {
+                // None found: an empty path (said below).
+                let find = |p: &mut [u8]| archive::path_at(file, *offset, p).unwrap_or(0);
+                let len =
+                    beside::bytes(&mut path, |p| Some(find(p))).unwrap_or_else(|| find(&mut path));
+                match path.get(..len) {
                     Some(path) if !path.is_empty() => {
                         let path = crate::os::log::Lossy(path);
                         write!(f, "member {path} does not match its checksum")
@@ -203,9 +205,9 @@ pub fn newest_intact(
 /// sums the hashes of what it expanded and wrote. The generation is
 /// intact if the child found the rest intact and the sums agree. Where
 /// they do not, or the copy was not made whole, or the child gives no
-/// verdict, the whole check is made again here; and copies whose sum
-/// was not the listed one are not used, whatever that check says: they
-/// are made again (see `Restore::put_in_place`).
+/// verdict, the whole check is made again (in a child too); and copies
+/// whose sum was not the listed one are not used, whatever that check
+/// says: they are made again (see `Restore::put_in_place`).
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
 fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Check, Prepared) {
     if !restore.wants(meta) {
@@ -225,13 +227,14 @@ fn check_preparing(file: BorrowedFd, meta: &Meta, restore: &mut Restore) -> (Che
     let mut expanded = Fold::default();
     let mut made = restore.prepare(file, meta, &mut expanded);
     let answer = beside.and_then(Beside::result);
-    let listed = match answer {
-        Some([0, listed]) => Some(Fold(listed)),
+    let told = answer.map(|[what, listed]| (Check::received([what, 0]), Fold(listed)));
+    let listed = match told {
+        Some((Check::Intact, listed)) => Some(listed),
         _ => None,
     };
-    let verdict = match answer {
-        Some([0, _]) if made.is_ok() && listed == Some(expanded) => Check::Intact,
-        Some([1, _]) => Check::Unverified,
+    let verdict = match told {
+        Some((Check::Intact, _)) if made.is_ok() && listed == Some(expanded) => Check::Intact,
+        Some((Check::Unverified, _)) => Check::Unverified,
         // Damaged (why is found again, by the whole check), a member
         // that expanded to other bytes than its manifest lists, or no
         // verdict.
