@@ -65,6 +65,8 @@ pub fn write(
     fill: Fill,
     log: &Log,
 ) -> Result<u32, Failed> {
+    // A description too long fails here, before a generation goes.
+    Description::fits(g, tag, extra)?;
     let slot = slots.next_slot();
     let newest_kept = is_newest_intact(slots, slot);
     let mut replaced = hold(slots, slot);

@@ -94,24 +94,44 @@ impl Description {
     pub fn new(g: u64, tag: &Tag) -> Result<Self, Failed> {
         let mut d = Self(heapless::Vec::new());
         let mut digits = [0u8; 20];
-        let number = decimal::write(&mut digits, g);
-        for part in [
-            &b"ckptrun store 3\ngeneration "[..],
-            number,
-            b"\nmode ",
-            tag.name.as_bytes(),
-            b"\n",
-        ] {
+        for part in head(g, tag, &mut digits) {
             d.push(part)?;
         }
         Ok(d)
     }
 
-    pub fn push(&mut self, part: &[u8]) -> Result<(), Failed> {
-        self.0
-            .extend_from_slice(part)
-            .map_err(|_| at("describe the generation")(Errno::NAMETOOLONG))
+    /// Whether generation `g`'s description fits, with `extra` after its
+    /// head (else the error `push` would give): checked before a commit
+    /// removes anything, without the description's 8 KiB on the stack.
+    pub fn fits(g: u64, tag: &Tag, extra: &[&[u8]]) -> Result<(), Failed> {
+        let mut digits = [0u8; 20];
+        let head = head(g, tag, &mut digits);
+        let len: usize = head.iter().chain(extra).map(|part| part.len()).sum();
+        match len <= META_MAX {
+            true => Ok(()),
+            false => Err(too_long()),
+        }
     }
+
+    pub fn push(&mut self, part: &[u8]) -> Result<(), Failed> {
+        self.0.extend_from_slice(part).map_err(|_| too_long())
+    }
+}
+
+/// The lines every description opens with, as parts (`digits` holds the
+/// number's).
+fn head<'a>(g: u64, tag: &'a Tag, digits: &'a mut [u8; 20]) -> [&'a [u8]; 5] {
+    [
+        b"ckptrun store 3\ngeneration ",
+        decimal::write(digits, g),
+        b"\nmode ",
+        tag.name.as_bytes(),
+        b"\n",
+    ]
+}
+
+fn too_long() -> Failed {
+    at("describe the generation")(Errno::NAMETOOLONG)
 }
 
 impl std::ops::Deref for Description {
@@ -310,6 +330,25 @@ pub struct Generation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_description_fits_exactly_when_it_can_be_written() {
+        let tag = Tag {
+            name: "dmtcp",
+            owner: |_| None,
+        };
+        let head = Description::new(1234, &tag).unwrap().len();
+        let room = META_MAX - head;
+        for extra in [room - 1, room, room + 1] {
+            let (a, b) = (vec![b'a'; extra / 2], vec![b'b'; extra - extra / 2]);
+            let parts: [&[u8]; 2] = [&a, &b];
+            let mut d = Description::new(1234, &tag).unwrap();
+            let written = parts.iter().try_for_each(|p| d.push(p));
+            let fits = Description::fits(1234, &tag, &parts);
+            assert_eq!(fits.is_ok(), written.is_ok(), "{extra} bytes more");
+            assert_eq!(fits.is_ok(), extra <= room);
+        }
+    }
 
     #[test]
     fn a_description_gives_its_values() {
