@@ -107,7 +107,7 @@ one() {
     local rss hwm
     rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
     hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$pid/status")
-    end "$pid" "$dir"
+    end "$pid"
     wait "$job" 2>/dev/null || true
     if [ -n "${TRACE:-}" ]; then
         echo "$rss $hwm $(perf script -i "$dir/perf.data" -F comm,pid,event,trace 2>/dev/null | traced_peak "$pid")"
@@ -116,17 +116,23 @@ one() {
     fi
 }
 
-# Whether the job in $1 runs: in dmtcp mode, once ckptrun's log says so.
+# Whether the job in $1 runs: in dmtcp mode (DM set), once ckptrun's log
+# says so.
 runs_job() {
-    [ "$1" = "${1%dmtcp*}" ] || grep -qE "the job runs under DMTCP|restart complete" "$1/ckptrun.log" 2>/dev/null
+    [ -z "${DM:-}" ] || grep -qE "the job runs under DMTCP|restart complete" "$1/ckptrun.log" 2>/dev/null
 }
 
-# Ends ckptrun $1 (in $2): in dmtcp mode an eviction (SIGTERM, exit 85),
-# which ends the coordinator too; else SIGKILL.
+# Ends ckptrun $1: in dmtcp mode an eviction (SIGTERM, exit 85), which
+# ends the coordinator too (at most a minute); else SIGKILL.
 end() {
-    if [ "$2" != "${2%dmtcp*}" ]; then
+    if [ -n "${DM:-}" ]; then
         kill -TERM "$1"
-        while kill -0 "$1" 2>/dev/null; do sleep 0.05; done
+        local n=0
+        while kill -0 "$1" 2>/dev/null; do
+            n=$((n + 1))
+            [ "$n" -lt 1200 ] || { echo "bench-memory.sh: ckptrun did not end its eviction" >&3; exit 1; }
+            sleep 0.05
+        done
     else
         kill -KILL "$1"
         pkill -KILL -x -f "sleep 3599" || true
@@ -153,7 +159,7 @@ sandbox() {
             done
             flip "$(grep -l "^generation 2$" "$d"/ckptrun.store.*)" state
             ;;
-        dmtcp-restart) one "$bin" "$d" "${dmtcp_args[@]}" >/dev/null ;;
+        dmtcp-restart) DM=1 one "$bin" "$d" "${dmtcp_args[@]}" >/dev/null 3>&2 ;;
     esac
 }
 
@@ -187,13 +193,15 @@ for target in x86_64 i686; do
             esac
             ad=
             [ "$kind" != ad ] || ad=$work/job.ad
+            dm=
+            [ "$kind" = "${kind#dmtcp}" ] || dm=1
             for how in plain traced; do
                 d=$work/$target-$kind-$how-$r
                 sandbox "$bin" "$d" "$kind" "$d.store"
                 if [ "$how" = traced ]; then
-                    TRACE=1 AD=${ad:-} one "$bin" "$d" "${args[@]}" >>"$work/traced" 3>&2 2>/dev/null
+                    TRACE=1 AD=${ad:-} DM=$dm one "$bin" "$d" "${args[@]}" >>"$work/traced" 3>&2 2>/dev/null
                 else
-                    AD=${ad:-} one "$bin" "$d" "${args[@]}" >>"$work/plain" 3>&2 2>/dev/null
+                    AD=${ad:-} DM=$dm one "$bin" "$d" "${args[@]}" >>"$work/plain" 3>&2 2>/dev/null
                 fi
                 # A restore gave back the state as it was.
                 case $kind in restored | damaged) cmp -s "$d/state" "$work/state" ;; esac
