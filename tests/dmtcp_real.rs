@@ -85,6 +85,19 @@ fn worker_job(steps: u32) -> Job {
     }
 }
 
+/// DMTCP 4.2.0 may never complete the restart of a computation that was
+/// checkpointed while another computation of the same user checkpointed
+/// on the same host: its restarted processes wait in a futex for ever.
+/// Seen here with worker.py (two processes and a pipe), and without
+/// ckptrun too: four such jobs launched and checkpointed at once with
+/// DMTCP's own tools, three restarts hung; checkpointed a second apart,
+/// none did. The tests here take turns, so that a failure is ckptrun's
+/// (docs/dmtcp.md, "Known limits").
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Who runs ckptrun.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum User {
@@ -444,6 +457,7 @@ fn survives_evictions(job: Job, bin: &Path, user: User, twice: bool) {
 
 #[test]
 fn each_kind_of_program_is_evicted_and_resumes_to_the_same_output() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -460,6 +474,7 @@ fn each_kind_of_program_is_evicted_and_resumes_to_the_same_output() {
 
 #[test]
 fn interval_checkpoints_exit_85_and_the_job_resumes_each_time() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -491,6 +506,7 @@ fn interval_checkpoints_exit_85_and_the_job_resumes_each_time() {
 
 #[test]
 fn interval_continue_commits_while_the_job_runs_and_a_crash_resumes_from_there() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -534,6 +550,7 @@ fn interval_continue_commits_while_the_job_runs_and_a_crash_resumes_from_there()
 
 #[test]
 fn ckptrun_killed_during_a_checkpoint_resumes_from_the_last_commit() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -566,6 +583,7 @@ fn ckptrun_killed_during_a_checkpoint_resumes_from_the_last_commit() {
 
 #[test]
 fn a_restart_where_the_old_directory_still_exists_is_refused() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -604,6 +622,7 @@ fn a_restart_where_the_old_directory_still_exists_is_refused() {
 
 #[test]
 fn tools_without_their_libraries_are_refused_before_anything_starts() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -623,6 +642,7 @@ fn tools_without_their_libraries_are_refused_before_anything_starts() {
 
 #[test]
 fn a_statically_linked_program_is_refused_before_anything_starts() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -657,6 +677,7 @@ fn a_statically_linked_program_is_refused_before_anything_starts() {
 
 #[test]
 fn a_missing_program_is_127_and_a_missing_tool_125_before_anything_starts() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -676,6 +697,7 @@ fn a_missing_program_is_127_and_a_missing_tool_125_before_anything_starts() {
 
 #[test]
 fn the_job_ad_sets_the_signal_the_code_and_the_end_is_passed_on() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -722,6 +744,7 @@ fn the_job_ad_sets_the_signal_the_code_and_the_end_is_passed_on() {
 
 #[test]
 fn a_coordinator_killed_under_the_job_is_said_and_dmtcps_99_passed_on() {
+    let _turn = one_at_a_time();
     // Killed, DMTCP's coordinator takes the computation with it (its
     // processes exit 99, "Did DMTCP coordinator die uncleanly?"): ckptrun
     // says why in one line and passes the 99 on.
@@ -751,6 +774,7 @@ fn a_coordinator_killed_under_the_job_is_said_and_dmtcps_99_passed_on() {
 
 #[test]
 fn as_pid_1_in_a_pid_namespace_an_eviction_exits_85_and_restarts() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -783,6 +807,7 @@ fn as_pid_1_in_a_pid_namespace_an_eviction_exits_85_and_restarts() {
 
 #[test]
 fn a_coordinator_an_earlier_run_left_is_ended_and_children_it_was_given_are_not() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -834,6 +859,7 @@ fn a_coordinator_an_earlier_run_left_is_ended_and_children_it_was_given_are_not(
 
 #[test]
 fn a_store_is_used_by_one_run_at_a_time() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -878,6 +904,7 @@ fn image_heads(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn with_no_compress_the_images_are_stored_as_dmtcp_wrote_them() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -904,6 +931,7 @@ fn with_no_compress_the_images_are_stored_as_dmtcp_wrote_them() {
 
 #[test]
 fn images_go_to_images_dir_and_finished_runs_leave_none() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -950,6 +978,7 @@ fn images_go_to_images_dir_and_finished_runs_leave_none() {
 
 #[test]
 fn sigint_evicts_other_signals_reach_the_job_and_exit_by_signal() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -1001,6 +1030,7 @@ fn sigint_evicts_other_signals_reach_the_job_and_exit_by_signal() {
 
 #[test]
 fn a_missing_images_dir_is_one_line_and_leaves_nothing() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -1034,6 +1064,7 @@ fn flip_image_byte(slot: &Path) {
 
 #[test]
 fn a_damaged_image_is_never_restarted_from_the_generation_before_is() {
+    let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
@@ -1065,6 +1096,7 @@ fn a_damaged_image_is_never_restarted_from_the_generation_before_is() {
 
 #[test]
 fn with_kill_after_an_eviction_still_commits_and_resumes() {
+    let _turn = one_at_a_time();
     // --kill-after ends what the job left, the coordinator included,
     // before its end is judged. With DMTCP, --kcheckpoint ends the
     // computation only once every image is written: a job of several
@@ -1095,6 +1127,7 @@ fn with_kill_after_an_eviction_still_commits_and_resumes() {
 
 #[test]
 fn a_restart_walks_the_generation_and_extracts_its_images_in_children() {
+    let _turn = one_at_a_time();
     // The walks over a generation's archive (the images extracted while
     // it is verified, the saved files' copies put back) run in child
     // processes, as a self job's restore does: the code only children run,
