@@ -5,9 +5,10 @@
 //! supervising process never touches; work whose deep frames would
 //! otherwise be the supervisor's pages (an archive's walk, a restore's
 //! copy, a commit's archive). Its result, a few u64s (at most 8) or a
-//! buffer's bytes (`bytes`: a path), comes back through a pipe. The child is a copy of ckptrun that
-//! reads and writes files and exits (`_exit`: no destructor runs twice);
-//! it allocates nothing on the heap, and it dies with ckptrun. Anything
+//! buffer's bytes (`bytes`: a path), comes back through a pipe. The
+//! child is a copy of ckptrun that reads and writes files and exits
+//! (`_exit`: no destructor runs twice); it allocates nothing on the
+//! heap, and it dies with ckptrun. Anything
 //! that goes wrong (no child can be made, it dies, its answer is short)
 //! gives no result, and the caller says what then.
 

@@ -47,10 +47,9 @@ pub enum Freeing {
 pub type Fill<'a> = &'a mut dyn FnMut(&mut Writer) -> rustix::io::Result<()>;
 
 /// Writes generation `g`: its description (`extra`: the parts of more
-/// `key value` lines after the tag's), then what `fill` adds (compressed as `packing`
-/// says), then its manifest; into
-/// the slot the table picks (read by the caller just before). Returns
-/// that slot.
+/// `key value` lines after the tag's), then what `fill` adds (compressed
+/// as `packing` says), then its manifest; into the slot the table picks
+/// (read by the caller just before). Returns that slot.
 ///
 /// Room: the generation the slot held is removed first (freed by a child
 /// beside the copy), unless it is the newest intact one (`--keep 0`), so

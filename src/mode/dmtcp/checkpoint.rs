@@ -217,16 +217,10 @@ impl Place {
     /// images directory. The lines go as parts, put together only in the
     /// child that writes the archive: no description on this stack.
     pub fn commit(&mut self, log: &Log) -> Result<u64, Failed> {
-        let mut digits = [[0u8; 20]; 2];
-        let mut sizes: [[&[u8]; 3]; 2] = [[b""; 3]; 2];
-        let keys = [&b"stdout-size "[..], b"stderr-size "];
-        let each = sizes.iter_mut().zip(keys).zip(&mut digits);
-        for (((line, key), digits), fd) in each.zip(&self.outputs) {
-            if let Some(st) = fd.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
-                *line = [key, decimal::write(digits, st.st_size as u64), b"\n"];
-            }
-        }
-        let [out, err] = sizes;
+        let [mut out_digits, mut err_digits] = [[0u8; 20]; 2];
+        let [stdout, stderr] = &self.outputs;
+        let out = size_line(b"stdout-size ", stdout, &mut out_digits);
+        let err = size_line(b"stderr-size ", stderr, &mut err_digits);
         let extra = [
             b"images-dir ",
             self.images.at().as_os_str().as_bytes(),
@@ -247,5 +241,18 @@ impl Place {
                 .map_err(at("empty the images directory"))?;
         }
         done
+    }
+}
+
+/// `KEY N\n` for an output that is open (N its size now), as parts; for
+/// one that is not, nothing.
+fn size_line<'a>(
+    key: &'a [u8],
+    output: &Option<OwnedFd>,
+    digits: &'a mut [u8; 20],
+) -> [&'a [u8]; 3] {
+    match output.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
+        Some(st) => [key, decimal::write(digits, st.st_size as u64), b"\n"],
+        None => [b""; 3],
     }
 }
