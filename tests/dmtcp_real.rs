@@ -113,6 +113,8 @@ struct Life {
     base: PathBuf,
     starts: u32,
     sandbox: PathBuf,
+    /// TMPDIR for ckptrun, if not the tests' own.
+    tmpdir: Option<PathBuf>,
 }
 
 impl Life {
@@ -128,6 +130,7 @@ impl Life {
             base,
             starts: 0,
             sandbox: PathBuf::new(),
+            tmpdir: None,
         };
         if user == User::Nobody {
             copy_program(Path::new(CKPTRUN), &life.ckptrun());
@@ -185,6 +188,9 @@ impl Life {
             }
         };
         cmd.args(dmtcp_args(&self.bin, extra, &self.job.argv));
+        if let Some(tmpdir) = &self.tmpdir {
+            cmd.env("TMPDIR", tmpdir).env_remove("DMTCP_TMPDIR");
+        }
         in_sandbox(cmd, &self.sandbox)
     }
 
@@ -817,7 +823,11 @@ fn a_coordinator_an_earlier_run_left_is_ended_and_children_it_was_given_are_not(
     let out = run_long_for(&life, life.command(&[]));
     assert_eq!(out.code(), Some(0), "{}", life.log());
     let port_file = life.path(".ckptrun.store/coordinator-port");
+    // Its log in the life's directory, not in /tmp for ever.
+    let stale_tmp = life.base.join("stale-tmp");
+    std::fs::create_dir(&stale_tmp).unwrap();
     let stale = Command::new(bin.join("dmtcp_coordinator"))
+        .env("DMTCP_TMPDIR", &stale_tmp)
         .args(["--quiet", "--quiet", "--coord-port", "0", "--port-file"])
         .arg(&port_file)
         .args(["--exit-on-last", "--daemon"])
@@ -974,6 +984,70 @@ fn images_go_to_images_dir_and_finished_runs_leave_none() {
         0,
         "left after the end"
     );
+}
+
+/// Every file under `dir`, by its path below it; none if `dir` is not
+/// there.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            found.extend(
+                files_under(&entry.path())
+                    .into_iter()
+                    .map(|f| format!("{name}/{f}")),
+            );
+        } else {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// DMTCP's temporary files (DMTCP's default: $TMPDIR/dmtcp-USER@HOST,
+/// where each coordinator's log stays for ever) are in the store's
+/// scratch while the computation runs, and removed when it ends, at an
+/// eviction and at the job's end; a restart in a new sandbox has its own.
+#[test]
+fn dmtcps_temporary_files_stay_in_the_store_and_go_with_the_computation() {
+    let _turn = one_at_a_time();
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = worker_job(20);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    let tmpdir = life.base.join("tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
+    life.tmpdir = Some(tmpdir.clone());
+    let in_store = |life: &Life| life.path(".ckptrun.store/dmtcp-tmp");
+    let mut running = start(life.command(&[]));
+    wait_for_lines(&mut running, &life.path("out"), 4);
+    let used = files_under(&in_store(&life));
+    assert!(
+        used.iter().any(|f| f.contains("/dmtcp_coordinator.")),
+        "the coordinator's log is not in the store: {used:?}\n{}",
+        life.log()
+    );
+    running.signal(libc::SIGTERM);
+    assert_eq!(running.finish().code(), Some(85), "{}", life.log());
+    assert!(
+        !in_store(&life).exists(),
+        "{:?}",
+        files_under(&in_store(&life))
+    );
+    life.move_on();
+    finish_and_compare(&mut life, &reference);
+    assert!(
+        !in_store(&life).exists(),
+        "{:?}",
+        files_under(&in_store(&life))
+    );
+    assert_eq!(files_under(&tmpdir), Vec::<String>::new(), "left in TMPDIR");
 }
 
 #[test]

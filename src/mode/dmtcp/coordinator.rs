@@ -29,6 +29,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// The port file, in the store's scratch directory.
 pub const PORT_FILE: &CStr = c"coordinator-port";
 
+/// DMTCP's temporary directory, in the store's scratch (see
+/// `plan::temporary`).
+pub const TMP: &CStr = c"dmtcp-tmp";
+
 /// A running private coordinator.
 pub struct Coordinator {
     pub port: u16,

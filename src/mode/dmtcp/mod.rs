@@ -609,11 +609,13 @@ impl Protocol for Dmtcp<'_> {
         self.verdict(ended, log)
     }
 
-    /// Stops what ckptrun started (see `processes`), and removes the
-    /// images directory unless it holds a checkpoint that could not be
-    /// committed. Does not allocate.
+    /// Stops what ckptrun started (see `processes`), removes DMTCP's
+    /// temporary files (see `plan::temporary`), and the images directory
+    /// unless it holds a checkpoint that could not be committed. Does not
+    /// allocate.
     fn end(&mut self, ending: Ending, log: &Log) {
         self.stop_all(log);
+        let _ = crate::os::tree::remove(self.place.store.scratch(), coordinator::TMP);
         crate::mode::stores::at_end(&mut self.place.store, ending, log);
         let _ = crate::os::tree::remove(self.place.store.scratch(), crate::store::scratch::RESTORE);
         if !self.keep_images {

@@ -1,19 +1,20 @@
 //! The plan of a dmtcp mode start, before the job runs (it may allocate):
 //! find the tools, open the store (its images extracted beside the
 //! check, see `restart`), make the images directory, start a private
-//! coordinator, and build every command the run will need: the job's
+//! coordinator (DMTCP's temporary files in the store's scratch, see
+//! `temporary`), and build every command the run will need: the job's
 //! (`dmtcp_launch ... PROGRAM ARG...`, or `dmtcp_restart ... IMAGE...`
 //! when the store holds a committed checkpoint), the requests, `--status`
 //! and `--quit`. A start that fails from the images directory on leaves
 //! no images directory, nor a coordinator, behind.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
 use crate::mode::dmtcp::checkpoint::{Place, Requests};
-use crate::mode::dmtcp::coordinator::{Children, Coordinator};
+use crate::mode::dmtcp::coordinator::{self, Children, Coordinator};
 use crate::mode::dmtcp::images::ImagesDir;
 use crate::mode::dmtcp::join::Status;
 use crate::mode::dmtcp::processes::Processes;
@@ -22,6 +23,7 @@ use crate::mode::dmtcp::tools::{Tools, find_tools};
 use crate::mode::stores;
 use crate::os::error::Error;
 use crate::os::log::Log;
+use crate::os::{sys, tree};
 use crate::run::signals::Inherited;
 use crate::run::spawn;
 use crate::store::scratch::RESTORE;
@@ -69,6 +71,7 @@ pub fn make(
     let outputs = stdio.outputs();
     let start = Start::prepare(config, (&store, opened), &cwd, &outputs, log)?;
     let scratch_at = absolute(store.scratch_path(), &cwd);
+    temporary(&store, &scratch_at).inspect_err(|_| start.images.remove())?;
     let coordinator = Coordinator::start(
         &tools.coordinator,
         store.scratch(),
@@ -172,6 +175,31 @@ impl Start {
             paths,
         })
     }
+}
+
+/// DMTCP's temporary directory, made empty in the store's scratch
+/// (`scratch_at`) and named in ckptrun's environment (DMTCP_TMPDIR) for
+/// every DMTCP program it starts: 4.2.0's coordinator writes its log
+/// where that says, whatever its `--tmpdir`. Removed when the computation
+/// has ended (`Dmtcp::end`). shim_dmtcp's submit files keep these files
+/// in the sandbox too (DMTCP_TMPDIR=./); DMTCP's default,
+/// /tmp/dmtcp-USER@HOST, keeps every coordinator's log, and what a killed
+/// computation leaves (a 2.3 MB shared area), on the node for ever. A
+/// user who set DMTCP_TMPDIR chose.
+fn temporary(store: &Store, scratch_at: &Path) -> Result<(), Error> {
+    if std::env::var_os("DMTCP_TMPDIR").is_some() {
+        return Ok(());
+    }
+    let name = coordinator::TMP;
+    let at = scratch_at.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    let failed = |e| Error::os(at.display(), e);
+    tree::remove(store.scratch(), name).map_err(failed)?;
+    rustix::fs::mkdirat(store.scratch(), name, rustix::fs::Mode::RWXU).map_err(failed)?;
+    let entry = [b"DMTCP_TMPDIR=", at.as_os_str().as_bytes()].concat();
+    sys::add_env(
+        CString::new(entry).map_err(|_| Error::usage(at.display(), "contains a NUL byte"))?,
+    );
+    Ok(())
 }
 
 /// The job's command: `dmtcp_restart` of a generation's images, or
