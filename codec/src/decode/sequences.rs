@@ -38,6 +38,7 @@ struct Code {
 }
 
 impl Code {
+    #[inline(never)] // three calls: one copy, not three (size)
     fn new(norm: &[i16], log: u32, max_log: u32, symbols: usize) -> Self {
         let mut c = Code {
             predefined: [FseD::default(); STATES],
