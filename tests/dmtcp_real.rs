@@ -405,6 +405,12 @@ fn evict(life: &mut Life, lines: usize) {
 /// with an uninterrupted run's.
 fn finish_and_compare(life: &mut Life, reference: &[(String, Vec<u8>)]) {
     let out = run_long_for(life, life.command(&[]));
+    ended_as_uninterrupted(life, out, reference);
+}
+
+/// The life's last run (`out`) exited 0 after a restart, its outputs
+/// those of an uninterrupted run.
+fn ended_as_uninterrupted(life: &Life, out: Finished, reference: &[(String, Vec<u8>)]) {
     assert_eq!(
         out.code(),
         Some(0),
@@ -1012,42 +1018,98 @@ fn files_under(dir: &Path) -> Vec<String> {
 /// where each coordinator's log stays for ever) are in the store's
 /// scratch while the computation runs, and removed when it ends, at an
 /// eviction and at the job's end; a restart in a new sandbox has its own.
+/// A user's own DMTCP_TMPDIR is left to DMTCP.
 #[test]
 fn dmtcps_temporary_files_stay_in_the_store_and_go_with_the_computation() {
     let _turn = one_at_a_time();
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
-    let job = worker_job(20);
+    let job = worker_job(30);
     let reference = reference(&job);
     let mut life = Life::new(job, bin, User::Root);
     let tmpdir = life.base.join("tmp");
     std::fs::create_dir(&tmpdir).unwrap();
     life.tmpdir = Some(tmpdir.clone());
     let in_store = |life: &Life| life.path(".ckptrun.store/dmtcp-tmp");
-    let mut running = start(life.command(&[]));
-    wait_for_lines(&mut running, &life.path("out"), 4);
-    let used = files_under(&in_store(&life));
+    let gone = |life: &Life| {
+        assert!(
+            !in_store(life).exists(),
+            "{:?}",
+            files_under(&in_store(life))
+        )
+    };
+    for lines in [4, 10] {
+        let mut running = start(life.command(&[]));
+        wait_for_lines(&mut running, &life.path("out"), lines);
+        let used = files_under(&in_store(&life));
+        assert!(
+            used.iter().any(|f| f.contains("/dmtcp_coordinator.")),
+            "the coordinator's log is not in the store: {used:?}\n{}",
+            life.log()
+        );
+        running.signal(libc::SIGTERM);
+        assert_eq!(running.finish().code(), Some(85), "{}", life.log());
+        gone(&life);
+        life.move_on();
+    }
+    assert_eq!(files_under(&tmpdir), Vec::<String>::new(), "left in TMPDIR");
+    let own = life.base.join("own");
+    std::fs::create_dir(&own).unwrap();
+    let mut last = life.command(&[]);
+    last.env("DMTCP_TMPDIR", &own);
+    ended_as_uninterrupted(&life, run_long_for(&life, last), &reference);
+    gone(&life);
+    let kept = files_under(&own);
     assert!(
-        used.iter().any(|f| f.contains("/dmtcp_coordinator.")),
-        "the coordinator's log is not in the store: {used:?}\n{}",
+        kept.iter().any(|f| f.contains("/dmtcp_coordinator.")),
+        "DMTCP_TMPDIR given: {kept:?}\n{}",
         life.log()
     );
-    running.signal(libc::SIGTERM);
-    assert_eq!(running.finish().code(), Some(85), "{}", life.log());
-    assert!(
-        !in_store(&life).exists(),
-        "{:?}",
-        files_under(&in_store(&life))
-    );
-    life.move_on();
+}
+
+/// A sandbox so deep that DMTCP 4.2.0 could not map its shared area from
+/// the store's scratch (a path of 1024 bytes or more: the job would end,
+/// 99): DMTCP's temporary files stay where DMTCP puts them, and the job
+/// runs, is evicted and resumes.
+#[test]
+fn in_a_sandbox_too_deep_for_dmtcp_its_temporary_files_stay_in_tmpdir() {
+    let _turn = one_at_a_time();
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = shell_job(20);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    let tmpdir = life.base.join("tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
+    life.tmpdir = Some(tmpdir.clone());
+    deepen(&mut life);
+    evict(&mut life, 6);
+    deepen(&mut life);
     finish_and_compare(&mut life, &reference);
+    let said = "DMTCP's temporary files in its default place";
+    assert_eq!(life.log().matches(said).count(), 2, "{}", life.log());
     assert!(
-        !in_store(&life).exists(),
-        "{:?}",
-        files_under(&in_store(&life))
+        !files_under(&tmpdir).is_empty(),
+        "DMTCP wrote nothing in TMPDIR"
     );
-    assert_eq!(files_under(&tmpdir), Vec::<String>::new(), "left in TMPDIR");
+}
+
+/// Moves the sandbox's files down into a directory under it whose path
+/// is 960 bytes long or more.
+fn deepen(life: &mut Life) {
+    let mut deep = life.sandbox.clone();
+    while deep.as_os_str().len() < 960 {
+        deep.push("d".repeat(100));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    for entry in std::fs::read_dir(&life.sandbox).unwrap().flatten() {
+        if entry.file_type().unwrap().is_file() {
+            std::fs::rename(entry.path(), deep.join(entry.file_name())).unwrap();
+        }
+    }
+    life.sandbox = deep;
 }
 
 #[test]

@@ -71,7 +71,7 @@ pub fn make(
     let outputs = stdio.outputs();
     let start = Start::prepare(config, (&store, opened), &cwd, &outputs, log)?;
     let scratch_at = absolute(store.scratch_path(), &cwd);
-    temporary(&store, &scratch_at).inspect_err(|_| start.images.remove())?;
+    temporary(&store, &scratch_at, log).inspect_err(|_| start.images.remove())?;
     let coordinator = Coordinator::start(
         &tools.coordinator,
         store.scratch(),
@@ -177,21 +177,38 @@ impl Start {
     }
 }
 
+/// The longest DMTCP_TMPDIR ckptrun sets: DMTCP 4.2.0 ends the job (exit
+/// 99) when a file it maps has a path of 1024 bytes or more, and the name
+/// of its shared area there adds some 60 bytes, the user's and the host's
+/// names.
+const TMP_PATH_MAX: usize = 512;
+
 /// DMTCP's temporary directory, made empty in the store's scratch
 /// (`scratch_at`) and named in ckptrun's environment (DMTCP_TMPDIR) for
-/// every DMTCP program it starts: 4.2.0's coordinator writes its log
-/// where that says, whatever its `--tmpdir`. Removed when the computation
-/// has ended (`Dmtcp::end`). shim_dmtcp's submit files keep these files
-/// in the sandbox too (DMTCP_TMPDIR=./); DMTCP's default,
-/// /tmp/dmtcp-USER@HOST, keeps every coordinator's log, and what a killed
-/// computation leaves (a 2.3 MB shared area), on the node for ever. A
-/// user who set DMTCP_TMPDIR chose.
-fn temporary(store: &Store, scratch_at: &Path) -> Result<(), Error> {
+/// every DMTCP program it starts, the job included: 4.2.0's coordinator
+/// writes its log where that says, whatever its `--tmpdir`. Removed when
+/// the computation has ended (`Dmtcp::end`). shim_dmtcp's submit files
+/// keep these files in the sandbox too (DMTCP_TMPDIR=./); DMTCP's default,
+/// $TMPDIR or /tmp, keeps every coordinator's log, and a 2.3 MB shared
+/// area of some computations that did not end cleanly, on the node for
+/// ever. A user who set DMTCP_TMPDIR chose; a path too long for DMTCP
+/// (TMP_PATH_MAX) leaves DMTCP's default.
+fn temporary(store: &Store, scratch_at: &Path, log: &Log) -> Result<(), Error> {
     if std::env::var_os("DMTCP_TMPDIR").is_some() {
         return Ok(());
     }
     let name = coordinator::TMP;
-    let at = scratch_at.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    let at: PathBuf = scratch_at
+        .join(std::ffi::OsStr::from_bytes(name.to_bytes()))
+        .components()
+        .collect();
+    if at.as_os_str().len() > TMP_PATH_MAX {
+        log.info(format_args!(
+            "DMTCP's temporary files in its default place: {} is longer than {TMP_PATH_MAX} bytes",
+            at.display()
+        ));
+        return Ok(());
+    }
     let failed = |e| Error::os(at.display(), e);
     tree::remove(store.scratch(), name).map_err(failed)?;
     rustix::fs::mkdirat(store.scratch(), name, rustix::fs::Mode::RWXU).map_err(failed)?;
