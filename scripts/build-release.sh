@@ -36,9 +36,11 @@ fi
 #   (VmHWM 244 against 232 kB supervising a sleep; BENCHMARKS.md). The
 #   price is no address randomisation of ckptrun's own image on i686
 #   (its stack and heap still are; the job is not affected).
+# --cfg ckptrun_cold_size: the codec's cold parts (tables built once a
+#   block) compiled for size, the rest of it for speed (codec/src/lib.rs).
 # build-std-features optimize_for_size, without `backtrace`.
 export RUSTC_BOOTSTRAP=1
-export RUSTFLAGS="-C target-feature=+crt-static -Zunstable-options -Cpanic=immediate-abort -Cforce-unwind-tables=no -Clink-arg=-Wl,-z,pack-relative-relocs -Clink-arg=-Wl,--no-eh-frame-hdr"
+export RUSTFLAGS="-C target-feature=+crt-static -Zunstable-options -Cpanic=immediate-abort -Cforce-unwind-tables=no -Clink-arg=-Wl,-z,pack-relative-relocs -Clink-arg=-Wl,--no-eh-frame-hdr --cfg ckptrun_cold_size"
 unset CARGO_ENCODED_RUSTFLAGS
 base_rustflags=$RUSTFLAGS
 for target in "$@"; do

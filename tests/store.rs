@@ -704,11 +704,73 @@ fn a_compressed_member_that_expands_to_other_bytes_is_found_and_never_restored()
     assert_eq!(result(&sandbox), "a\n");
 }
 
+/// Lines of text, then 2 MiB of random bytes: a state of 8 MiB or so,
+/// stored compressed, the second half of its frames (which a restore
+/// expands in a second process) ending in raw blocks.
+fn text_then_noise(seed: u8) -> Vec<u8> {
+    let mut state = Vec::new();
+    for i in 0..250_000u32 {
+        state.extend_from_slice(format!("step,{i},velocity,0.{seed}25\n").as_bytes());
+    }
+    state.extend(random_bytes(2 << 20));
+    state
+}
+
+#[test]
+fn damage_in_the_half_a_second_process_expands_is_found_and_never_restored() {
+    // A restore expands a large member in two processes at once (on two
+    // CPUs or more): the second half by a child, straight into the file,
+    // which the first then hashes as written. A byte changed in that half,
+    // in a raw block (the frames still expand, to other bytes) or in a
+    // compressed one: found, and generation 1 restored instead.
+    let stored_at = |stored: &[u8], place: &str| match place {
+        "raw" => stored.len() - 1000,
+        _ => (stored.len() - (2 << 20)) * 3 / 4,
+    };
+    for place in ["raw", "compressed"] {
+        let sandbox = Sandbox::new(&format!("second-half-{place}"));
+        let (a, b) = (text_then_noise(1), text_then_noise(2));
+        std::fs::write(sandbox.path("a"), &a).unwrap();
+        std::fs::write(sandbox.path("b"), &b).unwrap();
+        for from in ["a", "b"] {
+            let out = run(job_of(&sandbox, &[], &format!("cp {from} state; exit 17")));
+            assert_eq!(out.code(), Some(85), "{}", out.stderr);
+        }
+        // A new sandbox: the slot files alone, as an eviction brings them.
+        let elsewhere = Sandbox::new(&format!("second-half-{place}-2"));
+        for n in [1, 2] {
+            let slot = slot_of(&sandbox.dir, STORE, n);
+            std::fs::copy(&slot, elsewhere.path(slot.file_name().unwrap())).unwrap();
+        }
+        std::fs::write(elsewhere.path("a"), &a).unwrap();
+        let slot = slot_of(&elsewhere.dir, STORE, 2);
+        let stored = tar_stored(&slot, "state").unwrap();
+        assert!(stored.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) && stored.len() < b.len());
+        flip_byte_at(&slot, "state", stored_at(&stored, place));
+        let sandbox = elsewhere;
+        let out = run(job_of(
+            &sandbox,
+            &[],
+            "cmp -s state a && echo a > result; exit 0",
+        ));
+        assert_eq!(out.code(), Some(0), "{place}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("generation 2 is damaged")
+                && out.stderr.contains("restarting from generation 1"),
+            "{place}: {}",
+            out.stderr
+        );
+        assert_eq!(result(&sandbox), "a\n", "{place}");
+    }
+}
+
 #[test]
 fn a_restore_expands_each_compressed_member_once() {
     // The check beside the copy takes the hashes of the compressed
     // members the copy expands from that expansion: one process reads
     // their frames, not two (strace: large reads of the slot, by pid).
+    // The state is under 4 MiB: a larger one is shared between two
+    // processes, each expanding half of the frames.
     let first = Sandbox::new("expand-once-1");
     std::fs::write(first.path("ref"), noise_then_text(3)).unwrap();
     let out = run(job_of(&first, &[], "cp ref state; exit 17"));

@@ -59,6 +59,37 @@ pub fn content_size(src: &[u8]) -> Option<usize> {
     header(src).map(|(_, n)| n)
 }
 
+/// The frame at the start of what `read` gives (`read(at, buf)` fills
+/// `buf` from `at`; `None` past the end): (the bytes it takes, its
+/// content size), from its header and its blocks' headers alone, not
+/// decoded; `None` if they are not those of a frame this crate reads.
+/// For sharing a stream of frames between decoders.
+pub fn frame_extent(
+    mut read: impl FnMut(usize, &mut [u8]) -> Option<()>,
+) -> Option<(usize, usize)> {
+    let mut head = [0u8; 13];
+    read(0, &mut head[..5])?;
+    let len = [6, 7, 9, 13][(head[4] >> 6) as usize];
+    read(0, &mut head[..len])?;
+    let (mut at, size) = header(&head[..len])?;
+    loop {
+        let mut h = [0u8; 3];
+        read(at, &mut h)?;
+        let bh = h[0] as u32 | (h[1] as u32) << 8 | (h[2] as u32) << 16;
+        let (last, typ, sz) = (bh & 1, (bh >> 1) & 3, (bh >> 3) as usize);
+        at += 3 + match typ {
+            1 => 1,
+            3 => return None,
+            _ => sz,
+        };
+        if last == 1 {
+            // Its last byte is there too.
+            read(at - 1, &mut [0u8])?;
+            return Some((at, size));
+        }
+    }
+}
+
 /// A frame header this crate reads: its length and the content size.
 fn header(src: &[u8]) -> Option<(usize, usize)> {
     if src.get(..4)? != MAGIC.to_le_bytes() {

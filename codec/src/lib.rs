@@ -31,6 +31,9 @@
 //!   `copy.rs`: the short copies both sides make.
 
 #![no_std]
+// The shipped build (scripts/build-release.sh) compiles the cold parts
+// (tables built once a block) for size: see `cold`.
+#![cfg_attr(ckptrun_cold_size, feature(optimize_attribute))]
 #![forbid(unsafe_code)]
 
 mod codes;
@@ -194,6 +197,19 @@ mod tests {
         let mut dec = decode::Decoder::new(decode::Work { lits: &mut dlits });
         let mut out = vec![0u8; data.len()];
         assert_eq!(decode::content_size(&frame), Some(data.len()));
+        // Its extent from the headers alone, read from a longer stream.
+        let mut stream = frame.clone();
+        stream.extend_from_slice(&[0xff; 20]);
+        let read = |at: usize, buf: &mut [u8]| {
+            buf.copy_from_slice(stream.get(at..at + buf.len())?);
+            Some(())
+        };
+        assert_eq!(decode::frame_extent(read), Some((frame.len(), data.len())));
+        let cut = |at: usize, buf: &mut [u8]| {
+            buf.copy_from_slice(frame[..frame.len() - 1].get(at..at + buf.len())?);
+            Some(())
+        };
+        assert_eq!(decode::frame_extent(cut), None, "a frame cut short");
         assert_eq!(dec.frame(&frame, &mut out), Some(frame.len()));
         assert!(out == data, "round trip of {} bytes", data.len());
         frame.len()

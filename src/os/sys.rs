@@ -396,6 +396,22 @@ pub fn add_env(entry: std::ffi::CString) {
     unsafe { environ = all.leak().as_ptr() };
 }
 
+/// How many CPUs this process may run on (its affinity), 1 if that
+/// cannot be told. Inlined into its one caller (`store::pack`, in the
+/// segment only children run: build.rs).
+#[inline(always)]
+pub fn cpus() -> usize {
+    // SAFETY: cpu_set_t is plain bits, valid all zero.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    let size = core::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: the call fills `set`, whose size it is given; CPU_COUNT
+    // reads it.
+    match unsafe { libc::sched_getaffinity(0, size, &mut set) } {
+        0 => unsafe { libc::CPU_COUNT(&set) }.max(1) as usize,
+        _ => 1,
+    }
+}
+
 unsafe extern "C" {
     /// The process environment, handed on to the job (dmtcp mode names
     /// DMTCP's temporary directory in it: `add_env`).

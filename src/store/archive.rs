@@ -443,7 +443,9 @@ pub fn extract(
             let out = rustix::fs::openat(
                 dir,
                 to,
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                // Read too: a member expanded in two halves has the
+                // second hashed as written (`pack::expand`).
+                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
                 mode,
             )?;
             let hash = match member.compressed {

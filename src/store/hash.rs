@@ -28,9 +28,15 @@ impl Hash {
 }
 
 /// The XXH3 of `len` bytes of `file` at `offset`.
-#[inline(never)] // A large frame: see how-it-works.md, "Memory".
 pub fn hash_at(file: BorrowedFd, offset: u64, len: u64) -> Result<u64> {
     let mut hash = Hash::new();
+    hash_more(&mut hash, file, offset, len)?;
+    Ok(hash.digest())
+}
+
+/// Adds `len` bytes of `file` at `offset` to `hash`.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+pub fn hash_more(hash: &mut Hash, file: BorrowedFd, offset: u64, len: u64) -> Result<()> {
     let mut buf = [0u8; CHUNK];
     let mut done = 0u64;
     while done < len {
@@ -39,5 +45,5 @@ pub fn hash_at(file: BorrowedFd, offset: u64, len: u64) -> Result<u64> {
         hash.update(&buf[..want]);
         done += want as u64;
     }
-    Ok(hash.digest())
+    Ok(())
 }

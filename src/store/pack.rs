@@ -158,6 +158,10 @@ fn pays(
     Some(halved || framed * 10 <= sampled * 9)
 }
 
+/// Below this many raw bytes, a member is expanded by one process: the
+/// second one's start would cost more than it saves.
+const SHARED_FROM: u64 = 4 * CHUNK as u64;
+
 /// Expands the frames of a compressed member (`stored` bytes at `offset`
 /// in `archive`, `raw` bytes once expanded), in a child; writes them
 /// into `into` (from its start) if given. The raw bytes' hash; none if
@@ -173,20 +177,76 @@ pub fn expand(
     child.and_then(Beside::result).map(|[hash]| hash)
 }
 
-/// `expand`'s child.
-#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+/// `expand`'s child. A member written into a file, of SHARED_FROM bytes
+/// or more, with two CPUs or more to run on, is expanded by two
+/// processes at once: the second half of its frames by a child of this
+/// one, straight into the file; this one expands the first half, then
+/// hashes the second as the file holds it, once the other has ended
+/// well. The hash is of the whole file, in order, as with one process
+/// (which does it all when no second one can be started).
 fn expand_here(
     archive: BorrowedFd,
-    (offset, stored, raw): (u64, u64, u64),
+    member: (u64, u64, u64),
     into: Option<BorrowedFd>,
 ) -> Option<u64> {
+    let mut hash = Hash::new();
+    let (offset, stored, raw) = member;
+    let shared = into
+        .filter(|_| raw >= SHARED_FROM && crate::os::sys::cpus() > 1)
+        .and_then(|into| {
+            let (s, r) = halves(archive, member)?;
+            let second = (offset + s, stored - s, raw - r);
+            let other = Beside::<1>::start(|| {
+                expand_run(archive, second, (Some(into), r), None).map(|()| [0])
+            })?;
+            Some((into, (s, r), other))
+        });
+    let Some((into, (s, r), other)) = shared else {
+        expand_run(archive, member, (into, 0), Some(&mut hash))?;
+        return Some(hash.digest());
+    };
+    expand_run(archive, (offset, s, r), (Some(into), 0), Some(&mut hash))?;
+    other.result()?;
+    crate::store::hash::hash_more(&mut hash, into, r, raw - r).ok()?;
+    Some(hash.digest())
+}
+
+/// Where a member's frames split into two runs of about the same raw
+/// size: the first run's stored and raw bytes, from the frames' headers
+/// alone (a few bytes read for each block). None if the headers are not
+/// frames (the expansion by one process then finds the member damaged).
+fn halves(archive: BorrowedFd, (offset, stored, raw): (u64, u64, u64)) -> Option<(u64, u64)> {
+    let (mut at, mut made) = (0u64, 0u64);
+    while made < raw / 2 {
+        let from = at;
+        let (took, size) = decode::frame_extent(|o, buf| {
+            let o = from + o as u64;
+            (o + buf.len() as u64 <= stored).then_some(())?;
+            read_at(archive, buf, offset + o).ok()
+        })?;
+        at += took as u64;
+        made += size as u64;
+    }
+    (at < stored && made < raw).then_some((at, made))
+}
+
+/// Expands `stored` bytes of frames at `offset` in `archive` into `raw`
+/// bytes, written into the file `into.0` from `into.1` if given, added to
+/// `hash` if given: whether they were frames that made exactly `raw`
+/// bytes.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+fn expand_run(
+    archive: BorrowedFd,
+    (offset, stored, raw): (u64, u64, u64),
+    (into, to): (Option<BorrowedFd>, u64),
+    mut hash: Option<&mut Hash>,
+) -> Option<()> {
     let region = Region::map(BLOCK + CHUNK + bound(CHUNK) + 64).ok()?;
     let mut decoder = decode::Decoder::new(decode::Work {
         lits: region.carve(BLOCK)?,
     });
     let chunk = region.carve::<u8>(CHUNK)?;
     let window = region.carve::<u8>(bound(CHUNK))?;
-    let mut hash = Hash::new();
     let (mut read, mut made) = (0u64, 0u64);
     while made < raw {
         let want = (stored - read).min(window.len() as u64) as usize;
@@ -196,12 +256,14 @@ fn expand_here(
             return None;
         }
         let used = decoder.frame(&window[..want], &mut chunk[..n])?;
-        hash.update(&chunk[..n]);
+        if let Some(hash) = hash.as_deref_mut() {
+            hash.update(&chunk[..n]);
+        }
         if let Some(into) = into {
-            write_at(into, &chunk[..n], made).ok()?;
+            write_at(into, &chunk[..n], to + made).ok()?;
         }
         read += used as u64;
         made += n as u64;
     }
-    (read == stored).then(|| hash.digest())
+    (read == stored).then_some(())
 }

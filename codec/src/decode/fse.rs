@@ -19,6 +19,7 @@ pub(super) const STATES: usize = 1 << 9;
 
 /// The decoding table of the normalized counts `norm` (at most 53, summing
 /// to 1 << log) at accuracy log `log` (0 to 9) into `t`.
+#[cfg_attr(ckptrun_cold_size, optimize(size))]
 pub(super) fn fse_table(norm: &[i16], log: u32, t: &mut [FseD; STATES]) {
     let size = 1usize << log;
     let mask = size - 1;
@@ -57,6 +58,7 @@ pub(super) fn fse_table(norm: &[i16], log: u32, t: &mut [FseD; STATES]) {
 /// An FSE table description (RFC 8878, 4.1.1) of at most `max_log` and
 /// `norm.len()` symbols into `norm`: (the accuracy log, the number of
 /// symbols, the description's size in bytes).
+#[cfg_attr(ckptrun_cold_size, optimize(size))]
 pub(super) fn read_ncount(
     src: &[u8],
     max_log: u32,

@@ -73,6 +73,8 @@ pub(super) fn huf_four(data: &[u8], huf: &HufTable, maxb: u32, lits: &mut [u8]) 
 /// The Huffman tree description at the start of `body`, direct or
 /// FSE-compressed, into the decoding table `huf`: (the longest code's
 /// length, the description's size).
+#[inline(never)] // once a block: one copy, out of the hot loop (size)
+#[cfg_attr(ckptrun_cold_size, optimize(size))]
 pub(super) fn tree(body: &[u8], huf: &mut HufTable) -> Option<(u32, usize)> {
     let hb = *body.first()? as usize;
     let mut w = [0u8; 256];

@@ -20,6 +20,7 @@ pub(super) struct FseC {
 }
 
 impl FseC {
+    #[cfg_attr(ckptrun_cold_size, optimize(size))]
     pub(super) fn new(norm: &[i16], log: u32) -> FseC {
         let size = 1usize << log;
         let mut sym = [0u8; STATES];

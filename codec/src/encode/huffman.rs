@@ -9,6 +9,8 @@ use super::weights::fse_weights;
 /// Huffman code lengths for counts (max 11 bits); returns max symbol + 1.
 /// Counts are halved until the longest code fits: not optimal, but rare
 /// (it takes a count 2^11 times another's) and cheap.
+#[inline(never)] // once a block: one copy, out of the hot loop (size)
+#[cfg_attr(ckptrun_cold_size, optimize(size))]
 pub(super) fn huff_lengths(cnt: &[u32; 256], len: &mut [u8; 256]) -> usize {
     let mut c = *cnt;
     while tree_depths(&c, len) > 11 {
@@ -115,6 +117,8 @@ pub(super) fn huff_streams(lits: &[u8], len: &[u8; 256], out: &mut [u8]) -> Opti
 /// form or FSE-compressed, whichever is smaller (the direct form holds
 /// 128 weights at most, so it cannot describe a byte >= 129). Its size,
 /// or None if neither form fits.
+#[inline(never)] // once a block: one copy, out of the hot loop (size)
+#[cfg_attr(ckptrun_cold_size, optimize(size))]
 pub(super) fn tree_description(len: &[u8; 256], nsym: usize, out: &mut [u8]) -> Option<usize> {
     let maxb = *len.iter().max().unwrap();
     let mut w = [0u8; 255];

@@ -9,6 +9,7 @@
 /// Rounding leaves the sum a few off; each step then moves one count
 /// where it costs the fewest bits (about c / (n - 1/2) to take one from
 /// a count n of c symbols, and c / (n + 1/2) gained by adding one).
+#[cfg_attr(ckptrun_cold_size, optimize(size))]
 pub(super) fn normalize(cnt: &[u32], log: u32, norm: &mut [i16]) {
     let size = 1u64 << log;
     let total: u64 = cnt.iter().map(|&c| c as u64).sum();
@@ -55,6 +56,7 @@ pub(super) const NCOUNT_MAX: usize = 80;
 /// The FSE table description (RFC 8878, 4.1.1) of `norm` (no count of
 /// -1, the last one not 0, at most 53) at accuracy log `log` (5 to 9):
 /// its size.
+#[cfg_attr(ckptrun_cold_size, optimize(size))]
 pub(super) fn write_ncount(norm: &[i16], log: u32, out: &mut [u8; NCOUNT_MAX]) -> usize {
     let mut acc = (log - 5) as u64;
     let mut nbits = 4;

@@ -13,6 +13,8 @@ use super::ncount::{NCOUNT_MAX, normalize, write_ncount};
 /// None if it is 128 bytes or more or the weights cannot be FSE-coded
 /// (fewer than two of them, or all the same: the decoder would not know
 /// where they end).
+#[inline(never)] // once a block: one copy, out of the hot loop (size)
+#[cfg_attr(ckptrun_cold_size, optimize(size))]
 pub(super) fn fse_weights(w: &[u8], out: &mut [u8; 160]) -> Option<usize> {
     let mut cnt = [0u32; 12];
     for &x in w {
