@@ -716,6 +716,79 @@ fn text_then_noise(seed: u8) -> Vec<u8> {
     state
 }
 
+/// Where each zstd frame of `stored` starts: from the frames' and blocks'
+/// headers (RFC 8878), read here apart from ckptrun's codec.
+fn frame_starts(stored: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut at = 0;
+    while at < stored.len() {
+        starts.push(at);
+        let mut p = at + [6, 7, 9, 13][stored[at + 4] as usize >> 6];
+        loop {
+            let h = u32::from_le_bytes([stored[p], stored[p + 1], stored[p + 2], 0]);
+            p += 3 + if (h >> 1) & 3 == 1 {
+                1
+            } else {
+                h as usize >> 3
+            };
+            if h & 1 == 1 {
+                break;
+            }
+        }
+        at = p;
+    }
+    starts
+}
+
+#[test]
+fn a_large_compressed_state_is_expanded_by_two_processes_in_the_shipped_builds() {
+    // Restored in a new sandbox by each shipped build (the codec's cold
+    // parts compiled for size there), on two CPUs: two processes write
+    // the state's frames (strace), which comes back byte for byte. On
+    // one CPU, one process.
+    let state = text_then_noise(3);
+    let first = Sandbox::new("two-expanders-1");
+    std::fs::write(first.path("ref"), &state).unwrap();
+    let out = run(job_of(&first, &[], "cp ref state; exit 17"));
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let slot = slot_of(&first.dir, STORE, 1);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for target in ["x86_64-unknown-linux-musl", "i686-unknown-linux-musl"] {
+        let second = Sandbox::new(&format!("two-expanders-2-{}", &target[..4]));
+        std::fs::copy(&slot, second.path(slot.file_name().unwrap())).unwrap();
+        let trace = second.path("trace");
+        let job = format!(
+            "cmp -s state {} && echo same > result",
+            first.path("ref").display()
+        );
+        let mut cmd = Command::new("strace");
+        cmd.args(["-f", "-qq", "-e", "trace=pwrite64", "-o"])
+            .arg(&trace)
+            .arg(ckptrun_release(target))
+            .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+            .args(["--", "sh", "-c", &job])
+            .current_dir(&second.dir)
+            .env_remove("_CONDOR_JOB_AD");
+        let out = run(cmd);
+        assert_eq!(out.code(), Some(0), "{target}: {}", out.stderr);
+        assert_eq!(result(&second), "same\n", "{target}");
+        let trace = std::fs::read_to_string(trace).unwrap();
+        let mut writers: Vec<&str> = trace
+            .lines()
+            .filter(|l| l.rsplit(" = ").next() == Some("1048576"))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        writers.sort();
+        writers.dedup();
+        let want = if cpus > 1 { 2 } else { 1 };
+        assert_eq!(
+            writers.len(),
+            want,
+            "{target}: processes that wrote frames:\n{trace}"
+        );
+    }
+}
+
 #[test]
 fn damage_in_the_half_a_second_process_expands_is_found_and_never_restored() {
     // A restore expands a large member in two processes at once (on two
@@ -723,9 +796,12 @@ fn damage_in_the_half_a_second_process_expands_is_found_and_never_restored() {
     // which the first then hashes as written. A byte changed in that half,
     // in a raw block (the frames still expand, to other bytes) or in a
     // compressed one: found, and generation 1 restored instead.
-    let stored_at = |stored: &[u8], place: &str| match place {
+    // The second half: the frames from the one that reaches half the
+    // raw bytes on (1 MiB each). "raw": the last frame's last raw block;
+    // "compressed": the first frame of the second half (text).
+    let stored_at = |stored: &[u8], raw: usize, place: &str| match place {
         "raw" => stored.len() - 1000,
-        _ => (stored.len() - (2 << 20)) * 3 / 4,
+        _ => frame_starts(stored)[(raw / 2).div_ceil(1 << 20)] + 100,
     };
     for place in ["raw", "compressed"] {
         let sandbox = Sandbox::new(&format!("second-half-{place}"));
@@ -746,7 +822,7 @@ fn damage_in_the_half_a_second_process_expands_is_found_and_never_restored() {
         let slot = slot_of(&elsewhere.dir, STORE, 2);
         let stored = tar_stored(&slot, "state").unwrap();
         assert!(stored.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) && stored.len() < b.len());
-        flip_byte_at(&slot, "state", stored_at(&stored, place));
+        flip_byte_at(&slot, "state", stored_at(&stored, b.len(), place));
         let sandbox = elsewhere;
         let out = run(job_of(
             &sandbox,

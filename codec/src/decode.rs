@@ -62,8 +62,10 @@ pub fn content_size(src: &[u8]) -> Option<usize> {
 /// The frame at the start of what `read` gives (`read(at, buf)` fills
 /// `buf` from `at`; `None` past the end): (the bytes it takes, its
 /// content size), from its header and its blocks' headers alone, not
-/// decoded; `None` if they are not those of a frame this crate reads.
-/// For sharing a stream of frames between decoders.
+/// decoded; `None` if they are not those of a frame this crate writes
+/// (which has one block for each BLOCK bytes of content, or one if
+/// none: damaged bytes, zeros say, are refused after that many). For
+/// sharing a stream of frames between decoders.
 pub fn frame_extent(
     mut read: impl FnMut(usize, &mut [u8]) -> Option<()>,
 ) -> Option<(usize, usize)> {
@@ -72,7 +74,7 @@ pub fn frame_extent(
     let len = [6, 7, 9, 13][(head[4] >> 6) as usize];
     read(0, &mut head[..len])?;
     let (mut at, size) = header(&head[..len])?;
-    loop {
+    for _ in 0..size.div_ceil(BLOCK).max(1) {
         let mut h = [0u8; 3];
         read(at, &mut h)?;
         let bh = h[0] as u32 | (h[1] as u32) << 8 | (h[2] as u32) << 16;
@@ -88,6 +90,7 @@ pub fn frame_extent(
             return Some((at, size));
         }
     }
+    None
 }
 
 /// A frame header this crate reads: its length and the content size.

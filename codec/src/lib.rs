@@ -32,7 +32,8 @@
 
 #![no_std]
 // The shipped build (scripts/build-release.sh) compiles the cold parts
-// (tables built once a block) for size: see `cold`.
+// (tables built once a block: `#[cfg_attr(ckptrun_cold_size,
+// optimize(size))]`) for size, the rest for speed.
 #![cfg_attr(ckptrun_cold_size, feature(optimize_attribute))]
 #![forbid(unsafe_code)]
 
@@ -297,6 +298,25 @@ mod tests {
         mixed.extend(utf8_text(200_000, 10));
         mixed.extend(skewed(200_000, 11));
         round_trip(&mixed);
+    }
+
+    #[test]
+    fn a_frame_whose_blocks_are_zeros_has_no_extent() {
+        // Zeros read as empty raw blocks that are not the last: refused
+        // after as many blocks as the content needs, not walked 3 bytes
+        // at a time to the stream's end.
+        let frame = encode(&text(1 << 20, 7));
+        let head = 5 + [1, 2, 4, 8][frame[4] as usize >> 6];
+        let mut stream = frame[..head].to_vec();
+        stream.resize(64 << 20, 0);
+        let mut reads = 0;
+        let read = |at: usize, buf: &mut [u8]| {
+            reads += 1;
+            buf.copy_from_slice(stream.get(at..at + buf.len())?);
+            Some(())
+        };
+        assert_eq!(decode::frame_extent(read), None);
+        assert!(reads <= 2 + (1 << 20) / BLOCK, "{reads} reads");
     }
 
     #[test]

@@ -179,11 +179,14 @@ pub fn expand(
 
 /// `expand`'s child. A member written into a file, of SHARED_FROM bytes
 /// or more, with two CPUs or more to run on, is expanded by two
-/// processes at once: the second half of its frames by a child of this
-/// one, straight into the file; this one expands the first half, then
-/// hashes the second as the file holds it, once the other has ended
-/// well. The hash is of the whole file, in order, as with one process
-/// (which does it all when no second one can be started).
+/// processes at once: the frames from the one that reaches half its raw
+/// bytes on by a child of this one, straight into the file; those before
+/// by this one, which then hashes the rest as the file holds them, once
+/// the other has ended well. The hash is of the whole file, in order, as
+/// with one process. One process does it all when no second one can be
+/// started, and this one does the other's part again when the other
+/// gave no answer (damage, or not: its memory refused, a kill): damage
+/// is then found as with one process.
 fn expand_here(
     archive: BorrowedFd,
     member: (u64, u64, u64),
@@ -191,13 +194,14 @@ fn expand_here(
 ) -> Option<u64> {
     let mut hash = Hash::new();
     let (offset, stored, raw) = member;
+    // The other's part, past the first `s` stored and `r` raw bytes.
+    let rest = |(s, r): (u64, u64)| (offset + s, stored - s, raw - r);
     let shared = into
         .filter(|_| raw >= SHARED_FROM && crate::os::sys::cpus() > 1)
         .and_then(|into| {
             let (s, r) = halves(archive, member)?;
-            let second = (offset + s, stored - s, raw - r);
             let other = Beside::<1>::start(|| {
-                expand_run(archive, second, (Some(into), r), None).map(|()| [0])
+                expand_run(archive, rest((s, r)), (Some(into), r), None).map(|()| [0])
             })?;
             Some((into, (s, r), other))
         });
@@ -205,8 +209,13 @@ fn expand_here(
         expand_run(archive, member, (into, 0), Some(&mut hash))?;
         return Some(hash.digest());
     };
-    expand_run(archive, (offset, s, r), (Some(into), 0), Some(&mut hash))?;
-    other.result()?;
+    let first = expand_run(archive, (offset, s, r), (Some(into), 0), Some(&mut hash));
+    // Waited for whatever this one found: none of ours is left writing.
+    let theirs = other.result();
+    first?;
+    if theirs.is_none() {
+        expand_run(archive, rest((s, r)), (Some(into), r), None)?;
+    }
     crate::store::hash::hash_more(&mut hash, into, r, raw - r).ok()?;
     Some(hash.digest())
 }
@@ -224,6 +233,9 @@ fn halves(archive: BorrowedFd, (offset, stored, raw): (u64, u64, u64)) -> Option
             (o + buf.len() as u64 <= stored).then_some(())?;
             read_at(archive, buf, offset + o).ok()
         })?;
+        if size > CHUNK {
+            return None;
+        }
         at += took as u64;
         made += size as u64;
     }
