@@ -992,6 +992,14 @@ fn images_go_to_images_dir_and_finished_runs_leave_none() {
     );
 }
 
+/// `life`, ckptrun run with a TMPDIR of its own (returned), empty.
+fn with_a_tmpdir(mut life: Life) -> (Life, PathBuf) {
+    let tmpdir = life.base.join("tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
+    life.tmpdir = Some(tmpdir.clone());
+    (life, tmpdir)
+}
+
 /// Every file under `dir`, by its path below it; none if `dir` is not
 /// there.
 fn files_under(dir: &Path) -> Vec<String> {
@@ -1027,10 +1035,7 @@ fn dmtcps_temporary_files_stay_in_the_store_and_go_with_the_computation() {
     };
     let job = worker_job(30);
     let reference = reference(&job);
-    let mut life = Life::new(job, bin, User::Root);
-    let tmpdir = life.base.join("tmp");
-    std::fs::create_dir(&tmpdir).unwrap();
-    life.tmpdir = Some(tmpdir.clone());
+    let (mut life, tmpdir) = with_a_tmpdir(Life::new(job, bin, User::Root));
     let in_store = |life: &Life| life.path(".ckptrun.store/dmtcp-tmp");
     let gone = |life: &Life| {
         assert!(
@@ -1080,10 +1085,7 @@ fn in_a_sandbox_too_deep_for_dmtcp_its_temporary_files_stay_in_tmpdir() {
     };
     let job = shell_job(20);
     let reference = reference(&job);
-    let mut life = Life::new(job, bin, User::Root);
-    let tmpdir = life.base.join("tmp");
-    std::fs::create_dir(&tmpdir).unwrap();
-    life.tmpdir = Some(tmpdir.clone());
+    let (mut life, tmpdir) = with_a_tmpdir(Life::new(job, bin, User::Root));
     deepen(&mut life);
     evict(&mut life, 6);
     deepen(&mut life);
