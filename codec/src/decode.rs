@@ -71,7 +71,7 @@ pub fn frame_extent(
 ) -> Option<(usize, usize)> {
     let mut head = [0u8; 13];
     read(0, &mut head[..5])?;
-    let len = [6, 7, 9, 13][(head[4] >> 6) as usize];
+    let len = header_len(head[4]);
     read(0, &mut head[..len])?;
     let (mut at, size) = header(&head[..len])?;
     for _ in 0..size.div_ceil(BLOCK).max(1) {
@@ -102,21 +102,19 @@ fn header(src: &[u8]) -> Option<(usize, usize)> {
     if fhd & 0x20 == 0 || fhd & 0x1f != 0 {
         return None; // single segment, no checksum, no dictionary
     }
-    Some(match fhd >> 6 {
-        0 => (6, *src.get(5)? as usize),
-        1 => (
-            7,
-            u16::from_le_bytes(src.get(5..7)?.try_into().ok()?) as usize + 256,
-        ),
-        2 => (
-            9,
-            u32::from_le_bytes(src.get(5..9)?.try_into().ok()?) as usize,
-        ),
-        _ => (
-            13,
-            usize::try_from(u64::from_le_bytes(src.get(5..13)?.try_into().ok()?)).ok()?,
-        ),
-    })
+    let len = header_len(fhd);
+    let n = match len {
+        6 => *src.get(5)? as usize,
+        7 => u16::from_le_bytes(src.get(5..7)?.try_into().ok()?) as usize + 256,
+        9 => u32::from_le_bytes(src.get(5..9)?.try_into().ok()?) as usize,
+        _ => usize::try_from(u64::from_le_bytes(src.get(5..13)?.try_into().ok()?)).ok()?,
+    };
+    Some((len, n))
+}
+
+/// A frame header's length, from its descriptor (the fifth byte).
+fn header_len(fhd: u8) -> usize {
+    [6, 7, 9, 13][(fhd >> 6) as usize]
 }
 
 /// One compressed block, `src`, into `dst` from `p`: where its output

@@ -69,8 +69,8 @@ pub fn make(
         Error::os("the working directory", errno)
     })?;
     let outputs = stdio.outputs();
-    let start = Start::prepare(config, (&store, opened), &cwd, &outputs, log)?;
     let scratch_at = absolute(store.scratch_path(), &cwd);
+    let start = Start::prepare(config, (&store, opened), (&cwd, &scratch_at), &outputs, log)?;
     temporary(&store, &scratch_at, log).inspect_err(|_| start.images.remove())?;
     let coordinator = Coordinator::start(
         &tools.coordinator,
@@ -144,7 +144,7 @@ impl Start {
     fn prepare(
         config: &Config,
         (store, opened): (&Store, Opened),
-        cwd: &Path,
+        (cwd, scratch_at): (&Path, &Path),
         outputs: &[Option<std::os::fd::OwnedFd>; 2],
         log: &Log,
     ) -> Result<Self, Error> {
@@ -161,8 +161,7 @@ impl Start {
             None => absolute(Path::new(&config.images_dir), cwd).join(ImagesDir::new_name()?),
         };
         let images = ImagesDir::make(at)?;
-        let restore_at = absolute(store.scratch_path(), cwd)
-            .join(std::ffi::OsStr::from_bytes(RESTORE.to_bytes()));
+        let restore_at = in_scratch(scratch_at, RESTORE);
         let paths = match &restart {
             Some(r) => r
                 .unpack(images.dir(), &restore_at)
@@ -198,10 +197,7 @@ fn temporary(store: &Store, scratch_at: &Path, log: &Log) -> Result<(), Error> {
         return Ok(());
     }
     let name = coordinator::TMP;
-    let at: PathBuf = scratch_at
-        .join(std::ffi::OsStr::from_bytes(name.to_bytes()))
-        .components()
-        .collect();
+    let at: PathBuf = in_scratch(scratch_at, name).components().collect();
     if at.as_os_str().len() > TMP_PATH_MAX {
         log.info(format_args!(
             "DMTCP's temporary files in its default place: {} is longer than {TMP_PATH_MAX} bytes",
@@ -275,6 +271,11 @@ fn program_argument(program: &OsString, found: &Path) -> OsString {
         true => Path::new(".").join(found).into_os_string(),
         false => found.as_os_str().to_os_string(),
     }
+}
+
+/// The path of `name` in the store's scratch, at `scratch_at`.
+fn in_scratch(scratch_at: &Path, name: &std::ffi::CStr) -> PathBuf {
+    scratch_at.join(std::ffi::OsStr::from_bytes(name.to_bytes()))
 }
 
 fn absolute(path: &Path, cwd: &Path) -> PathBuf {
