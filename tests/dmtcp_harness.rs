@@ -22,7 +22,11 @@
 //!   - an eviction: SIGTERM, then, if ckptrun is still there when the
 //!     vacate time is over, SIGKILL for every process of the job (the
 //!     starter's hard kill), some of them aimed at the checkpoint's moments
-//!     (an image begun, the images complete, the commit being written);
+//!     (an image begun, the images complete, the commit being written).
+//!     Nothing may be left once the kill has found nothing more to kill,
+//!     but a process with a SIGKILL pending (it runs no code of its own
+//!     again) may take GONE_WITHIN to go, as the kernel ends it; that is
+//!     noted in the history, with what /proc said of it;
 //!   - `condor_vacate_job -fast`: SIGKILL for every process of the job;
 //!   - a crash of the machine: SIGKILL to ckptrun alone, at a random
 //!     instant or aimed at those moments (after an eviction began, or
@@ -87,6 +91,8 @@ const ROUNDS: u32 = 40;
 const EVENTS_FOR: Duration = Duration::from_secs(70);
 /// How long the processes of a crashed ckptrun may take to go.
 const GONE_WITHIN: Duration = Duration::from_secs(3);
+/// How long the starter's kill goes on killing.
+const KILL_FOR: Duration = Duration::from_secs(5);
 /// How long ckptrun may run on its own in a round.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 /// How long an aimed event waits for its moment.
@@ -260,7 +266,24 @@ fn evictions_and_crashes_under_the_real_dmtcp_never_lose_or_tear_a_checkpoint() 
             Ok(p) if p.killed => GONE_WITHIN,
             _ => Duration::from_millis(500),
         };
-        let left = wait_gone(&base, limit);
+        let mut left = wait_gone(&base, limit);
+        if played.as_ref().is_ok_and(|p| p.killed && !p.crashed) && !left.is_empty() {
+            // The starter's kill left something: what the kill already
+            // doomed (a SIGKILL pending, from it or from ckptrun's
+            // PR_SET_PDEATHSIG) runs no code of its own again; the
+            // kernel may still be ending it (a write being finished).
+            // Whatever is not going must fail the round.
+            let seen = left.join("\n  ");
+            let doomed = left.iter().all(|p| p.contains("SIGKILL pending"));
+            left = wait_gone(&base, if doomed { GONE_WITHIN } else { Duration::ZERO });
+            if doomed && left.is_empty() {
+                run.history.push(format!(
+                    "round {round}: still ending after the kill:\n  {seen}"
+                ));
+            } else if !left.is_empty() {
+                left.insert(0, format!("right after the kill:\n  {seen}\n and then:"));
+            }
+        }
         run.stderr = stderr.text();
         let played = played.unwrap_or_else(|why| run.fail(&format!("{action:?}: {why}")));
         let status = played.status;
@@ -982,16 +1005,45 @@ fn wait_gone(base: &Path, limit: Duration) -> Vec<String> {
             return Vec::new();
         }
         if Instant::now() >= deadline {
-            return left.into_iter().map(|(_, what)| what).collect();
+            return left
+                .into_iter()
+                .map(|(pid, what)| format!("{what} [{}]", how_it_is(pid)))
+                .collect();
         }
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
+/// What /proc tells of `pid`: its state, parent, where it waits in the
+/// kernel, and whether a SIGKILL is pending (the process then never runs
+/// its own code again).
+fn how_it_is(pid: i32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_default()
+    };
+    let kill_bit = 1u64 << (libc::SIGKILL - 1);
+    let pending = ["SigPnd:", "ShdPnd:"]
+        .iter()
+        .any(|f| u64::from_str_radix(&field(f), 16).is_ok_and(|m| m & kill_bit != 0));
+    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+    format!(
+        "state {}, parent {}, waits in {:?}{}",
+        field("State:"),
+        field("PPid:"),
+        wchan,
+        if pending { ", SIGKILL pending" } else { "" }
+    )
+}
+
 /// SIGKILL for every process of the harness's jobs, until none is left
-/// (at most 5 s).
+/// (at most KILL_FOR: what is left then is reported by the caller).
 fn kill_all_under(base: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + KILL_FOR;
     loop {
         let left = common::processes_under(base);
         if left.is_empty() || Instant::now() > deadline {
