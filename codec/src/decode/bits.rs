@@ -76,6 +76,14 @@ impl<'a> BitR<'a> {
         self.skip(nb)?;
         Some(v)
     }
+    /// next nb bits (nb <= 32, and no more than a refill left: the
+    /// sequences' hot loop), without a branch; past the stream's start
+    /// (damage) the bits are garbage and `done` is false for good.
+    #[inline(always)]
+    pub(super) fn take(&mut self, nb: u32) -> u64 {
+        self.cb = self.cb.wrapping_sub(nb);
+        self.cont.wrapping_shr(self.cb) & ((1u64 << nb) - 1)
+    }
     /// the bits not yet read
     pub(super) fn left(&self) -> u32 {
         self.cb + 8 * self.idx as u32

@@ -53,9 +53,12 @@ impl Code {
 
     /// The table a block's compression mode `mode` names, its description
     /// read from s[*q..] (q moved past it): (its states, its accuracy log).
-    fn table(&mut self, mode: u8, s: &[u8], q: &mut usize) -> Option<(&[FseD], u32)> {
+    /// Whole: the hot loop looks a state up masked to the array, with no
+    /// bound's check; a state past the table's end (damage) reads a stale
+    /// entry, and what comes of it is judged by the caller's checksum.
+    fn table(&mut self, mode: u8, s: &[u8], q: &mut usize) -> Option<(&[FseD; STATES], u32)> {
         match mode {
-            0 => Some((&self.predefined[..1 << self.log], self.log)),
+            0 => Some((&self.predefined, self.log)),
             1 => {
                 let sym = *s.get(*q)?;
                 *q += 1;
@@ -67,7 +70,7 @@ impl Code {
                     nb: 0,
                     base: 0,
                 };
-                Some((&self.own[..1], 0))
+                Some((&self.own, 0))
             }
             2 => {
                 let mut norm = [0i16; 53];
@@ -75,7 +78,7 @@ impl Code {
                 let (log, n, used) = read_ncount(s.get(*q..)?, self.max_log, norm)?;
                 *q += used;
                 fse_table(&norm[..n], log, &mut self.own);
-                Some((&self.own[..1 << log], log))
+                Some((&self.own, log))
             }
             _ => None,
         }
@@ -111,9 +114,10 @@ pub(super) fn sequences(
         let mut sl = r.read(llog)? as usize;
         let mut so = r.read(olog)? as usize;
         let mut sm = r.read(mlog)? as usize;
+        let at = |t: &[FseD; STATES], state: usize| t[state & (STATES - 1)];
         for i in 0..ns {
             r.refill();
-            let (le, me, oe) = (*lt.get(sl)?, *mt.get(sm)?, *ot.get(so)?);
+            let (le, me, oe) = (at(lt, sl), at(mt, sm), at(ot, so));
             let (ofb, ml, ll) = values(&mut r, le.sym, me.sym, oe.sym)?;
             let off = offset(ofb, ll, rep);
             // execute
@@ -127,9 +131,9 @@ pub(super) fn sequences(
             p += ml;
             if i + 1 < ns {
                 r.refill();
-                sl = le.base as usize + r.read(le.nb as u32)? as usize;
-                sm = me.base as usize + r.read(me.nb as u32)? as usize;
-                so = oe.base as usize + r.read(oe.nb as u32)? as usize;
+                sl = le.base as usize + r.take(le.nb as u32) as usize;
+                sm = me.base as usize + r.take(me.nb as u32) as usize;
+                so = oe.base as usize + r.take(oe.nb as u32) as usize;
             }
         }
         if !r.done() {
@@ -166,10 +170,10 @@ fn values(r: &mut BitR, lc: u8, mc: u8, oc: u8) -> Option<(u32, usize, usize)> {
     if oc > 28 {
         return None;
     }
-    let ofb = ((1u64 << oc) + r.read(oc)?) as u32;
+    let ofb = ((1u64 << oc) + r.take(oc)) as u32;
     r.refill();
-    let ml = ML_BASE[mc as usize] as usize + r.read(ML_BITS[mc as usize] as u32)? as usize;
-    let ll = LL_BASE[lc as usize] as usize + r.read(LL_BITS[lc as usize] as u32)? as usize;
+    let ml = ML_BASE[mc as usize] as usize + r.take(ML_BITS[mc as usize] as u32) as usize;
+    let ll = LL_BASE[lc as usize] as usize + r.take(LL_BITS[lc as usize] as u32) as usize;
     Some((ofb, ml, ll))
 }
 
