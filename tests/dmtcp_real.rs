@@ -1304,3 +1304,53 @@ fn a_restart_walks_the_generation_and_extracts_its_images_in_children() {
     life.move_on();
     finish_and_compare(&mut life, &reference);
 }
+
+#[test]
+fn the_shipped_builds_supervise_a_dmtcp_job_in_at_most_256_kb() {
+    let _turn = one_at_a_time();
+    // The memory budget (issues 12 and 25) in dmtcp mode, in a first
+    // start and in a restart in place: VmHWM once the job runs under
+    // DMTCP and ckptrun waits in its supervision loop, read as
+    // tests/launcher.rs reads it for init and self jobs (address-space
+    // randomisation off, a one-variable environment), so that the figure
+    // is the same in every run. Measured so: 256 kB (x86_64) and 252
+    // (i686). One stop took x86_64 to 260 unseen (dmtcp mode's code
+    // across a page: BENCHMARKS.md); a benchmark found it, now this.
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    for target in ["x86_64-unknown-linux-musl", "i686-unknown-linux-musl"] {
+        let shipped = ckptrun_release(target);
+        let life = Life::new(c_job(600), bin.clone(), User::Root);
+        for (what, said) in [
+            ("a first start", "the job runs under DMTCP"),
+            ("a restart", "restart complete"),
+        ] {
+            let mut cmd = Command::new(&shipped);
+            cmd.args(dmtcp_args(&bin, &[], &life.job.argv)).env_clear();
+            let mut run = start(no_aslr(in_sandbox(cmd, &life.sandbox)));
+            let pid = run.pid();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !(life.log().contains(said) && waits(pid)) {
+                if let Some(status) = run.child.try_wait().unwrap() {
+                    panic!(
+                        "{target}, {what}: ckptrun ended ({status:?})\n{}",
+                        life.log()
+                    );
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{target}, {what}\n{}",
+                    life.log()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let peak = status_kb(pid, "VmHWM:");
+            run.signal(libc::SIGTERM);
+            let out = run.finish();
+            assert_eq!(out.code(), Some(85), "{target}, {what}: {}", out.stderr);
+            assert!(peak <= 256, "{target}, {what}: VmHWM {peak} kB");
+            eprintln!("{target}, {what}: VmHWM {peak} kB");
+        }
+    }
+}

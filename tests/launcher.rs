@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use common::*;
@@ -805,31 +804,6 @@ fn checkpointed(ckptrun: &std::path::Path, name: &str, state: &[u8], times: u32)
     restored
 }
 
-/// `cmd` with address-space randomisation off (personality
-/// ADDR_NO_RANDOMIZE): a process's memory figures are then the same in
-/// every run (see the test above).
-fn no_aslr(mut cmd: Command) -> Command {
-    // SAFETY: personality(2) is one system call, async-signal-safe, the
-    // only thing run between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-            Ok(())
-        });
-    }
-    cmd
-}
-
-/// A figure in kB from /proc/PID/status (`key` with its colon).
-fn status_kb(pid: i32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-        .unwrap()
-}
-
 /// `ckptrun --mode self --ckpt state --job-ckpt-exit 17 EXTRA...` from
 /// `ckptrun`, in `sandbox`, with a one-variable environment (its strings
 /// are on the stack, which the next tests measure).
@@ -850,13 +824,6 @@ fn stack_rss(pid: i32) -> u64 {
         .and_then(|(_, after)| after.lines().find_map(|l| l.strip_prefix("Rss:")))
         .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
         .unwrap()
-}
-
-/// Whether ckptrun `pid` waits in its supervision loop (sigtimedwait).
-fn waits(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/wchan"))
-        .unwrap_or_default()
-        .starts_with("do_sigtimedwait")
 }
 
 #[test]

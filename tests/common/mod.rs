@@ -1249,3 +1249,35 @@ pub fn flip_byte_at(slot: &Path, member: &str, at: usize) {
     bytes[(block as usize + 1) * 512 + at] ^= 0x04;
     std::fs::write(slot, bytes).unwrap();
 }
+
+/// `cmd` with address-space randomisation off (personality
+/// ADDR_NO_RANDOMIZE): a process's memory figures are then the same in
+/// every run (see tests/launcher.rs, the VmHWM tests).
+pub fn no_aslr(mut cmd: Command) -> Command {
+    // SAFETY: personality(2) is one system call, async-signal-safe, the
+    // only thing run between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// A figure in kB from /proc/PID/status (`key` with its colon).
+pub fn status_kb(pid: i32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap()
+}
+
+/// Whether ckptrun `pid` waits in its supervision loop (sigtimedwait).
+pub fn waits(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+        .unwrap_or_default()
+        .starts_with("do_sigtimedwait")
+}
