@@ -286,22 +286,32 @@ fn reference(job: &Job) -> Vec<(String, Vec<u8>)> {
 
 /// Waits until the sandbox's `out` has `n` lines (the job is under way).
 fn wait_for_lines(run: &mut Running, out: &Path, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let lines = std::fs::read(out).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count());
-        if lines >= n {
-            return;
-        }
+    let what = format!("{n} lines of {}", out.display());
+    let sandbox = out.parent().unwrap();
+    while_running(run, sandbox, &what, Duration::from_secs(30), || {
+        std::fs::read(out).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count()) >= n
+    });
+}
+
+/// Waits until `done`, `what` (at most `limit`), failing if ckptrun ends
+/// first, with the log of ckptrun in `sandbox`.
+fn while_running(
+    run: &mut Running,
+    sandbox: &Path,
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    let log = || std::fs::read_to_string(sandbox.join("ckptrun.log")).unwrap_or_default();
+    while !done() {
         if let Some(status) = run.child.try_wait().unwrap() {
-            panic!(
-                "ckptrun ended ({status:?}) before {n} lines of {}",
-                out.display()
-            );
+            panic!("ckptrun ended ({status:?}) before {what}\n{}", log());
         }
         assert!(
             Instant::now() < deadline,
-            "no {n} lines in {}",
-            out.display()
+            "not within {limit:?}: {what}\n{}",
+            log()
         );
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -1285,14 +1295,13 @@ fn a_restart_walks_the_generation_and_extracts_its_images_in_children() {
     let mut cmd = Command::new(&shipped);
     cmd.args(dmtcp_args(&bin, &[], &life.job.argv));
     let mut run = start(in_sandbox(cmd, &life.sandbox));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !life.log().contains("restart complete") {
-        if let Some(status) = run.child.try_wait().unwrap() {
-            panic!("ckptrun ended ({status:?}) in its restart\n{}", life.log());
-        }
-        assert!(Instant::now() < deadline, "no restart\n{}", life.log());
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    while_running(
+        &mut run,
+        &life.sandbox,
+        "its restart",
+        Duration::from_secs(60),
+        || life.log().contains("restart complete"),
+    );
     let code = code_mappings(run.pid(), &shipped);
     run.signal(libc::SIGTERM);
     let out = run.finish();
@@ -1330,21 +1339,14 @@ fn the_shipped_builds_supervise_a_dmtcp_job_in_at_most_256_kb() {
             cmd.args(dmtcp_args(&bin, &[], &life.job.argv)).env_clear();
             let mut run = start(no_aslr(in_sandbox(cmd, &life.sandbox)));
             let pid = run.pid();
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while !(life.log().contains(said) && waits(pid)) {
-                if let Some(status) = run.child.try_wait().unwrap() {
-                    panic!(
-                        "{target}, {what}: ckptrun ended ({status:?})\n{}",
-                        life.log()
-                    );
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{target}, {what}\n{}",
-                    life.log()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            let when = format!("{target}, {what}: {said:?} in the log");
+            while_running(
+                &mut run,
+                &life.sandbox,
+                &when,
+                Duration::from_secs(60),
+                || life.log().contains(said) && waits(pid),
+            );
             let peak = status_kb(pid, "VmHWM:");
             run.signal(libc::SIGTERM);
             let out = run.finish();

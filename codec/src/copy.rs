@@ -25,6 +25,7 @@ pub(crate) fn wild(dst: &mut [u8], d: usize, src: &[u8], s: usize, n: usize) -> 
 }
 
 /// copy `len` bytes from dst[p - off..] to dst[p..], overlapping allowed
+/// (may write up to 16 bytes past p + len, inside dst, even for len 0)
 #[inline(always)]
 pub(crate) fn copy_match(dst: &mut [u8], p: usize, off: usize, len: usize) -> Option<()> {
     let end = p.checked_add(len)?;
@@ -79,25 +80,27 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
-    /// Every offset up to 40 and length up to 70, ending anywhere up to
-    /// the buffer's end (where the steps can no longer run past it):
-    /// what one byte at a time makes, and nothing changed before the
-    /// match.
+    /// Every offset up to 40 and length up to 70, from the buffer's start
+    /// or further on, ending anywhere up to the buffer's end (where the
+    /// steps can no longer run past it): what one byte at a time makes,
+    /// and nothing changed before the match.
     #[test]
     fn matches_copy_as_one_byte_at_a_time_would() {
         let start: Vec<u8> = (0..64u8).map(|b| b.wrapping_mul(37) ^ 0x5a).collect();
         for off in 1..=40 {
-            for len in 0..=70 {
-                for slack in 0..=20 {
-                    let size = 64 + len + slack;
-                    let mut got = vec![0u8; size];
-                    got[..64].copy_from_slice(&start);
-                    let mut want = got.clone();
-                    for i in 64..64 + len {
-                        want[i] = want[i - off];
+            // From the buffer's first byte, and from further on.
+            for p in [off, 64] {
+                for len in 0..=70 {
+                    for slack in 0..=20 {
+                        let mut got = vec![0u8; p + len + slack];
+                        got[..p].copy_from_slice(&start[..p]);
+                        let mut want = got.clone();
+                        for i in p..p + len {
+                            want[i] = want[i - off];
+                        }
+                        super::copy_match(&mut got, p, off, len).unwrap();
+                        assert_eq!(got[..p + len], want[..p + len], "{off} {p} {len} {slack}");
                     }
-                    super::copy_match(&mut got, 64, off, len).unwrap();
-                    assert_eq!(got[..64 + len], want[..64 + len], "{off} {len} {slack}");
                 }
             }
         }

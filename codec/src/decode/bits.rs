@@ -77,8 +77,11 @@ impl<'a> BitR<'a> {
         Some(v)
     }
     /// next nb bits (nb <= 32, and no more than a refill left: the
-    /// sequences' hot loop), without a branch; past the stream's start
-    /// (damage) the bits are garbage and `done` is false for good.
+    /// sequences' hot loop), without a branch. Past the stream's start
+    /// (damage) the bits are garbage and `cb` wraps to some 2^32, which
+    /// no section's reads (at most some 2^23 bits) can bring back to 0:
+    /// `done` is false for good. Nothing may `peek` or `read` after
+    /// that (a shift of 64 or more).
     #[inline(always)]
     pub(super) fn take(&mut self, nb: u32) -> u64 {
         self.cb = self.cb.wrapping_sub(nb);

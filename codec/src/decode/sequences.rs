@@ -54,8 +54,11 @@ impl Code {
     /// The table a block's compression mode `mode` names, its description
     /// read from s[*q..] (q moved past it): (its states, its accuracy log).
     /// Whole: the hot loop looks a state up masked to the array, with no
-    /// bound's check; a state past the table's end (damage) reads a stale
-    /// entry, and what comes of it is judged by the caller's checksum.
+    /// bound's check. A state never passes the table's `1 << log`, even
+    /// from a damaged description: the first is `log` bits, and each next
+    /// one is an entry's base plus its `nb` bits, which `fse_table` keeps
+    /// under the table's size (`read_ncount` takes only counts summing to
+    /// it); RLE's one state is 0.
     fn table(&mut self, mode: u8, s: &[u8], q: &mut usize) -> Option<(&[FseD; STATES], u32)> {
         match mode {
             0 => Some((&self.predefined, self.log)),
@@ -117,6 +120,7 @@ pub(super) fn sequences(
         let at = |t: &[FseD; STATES], state: usize| t[state & (STATES - 1)];
         for i in 0..ns {
             r.refill();
+            debug_assert!(sl < 1 << llog && sm < 1 << mlog && so < 1 << olog);
             let (le, me, oe) = (at(lt, sl), at(mt, sm), at(ot, so));
             let (ofb, ml, ll) = values(&mut r, le.sym, me.sym, oe.sym)?;
             let off = offset(ofb, ll, rep);
