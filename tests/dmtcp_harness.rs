@@ -24,9 +24,9 @@
 //!     starter's hard kill), some of them aimed at the checkpoint's moments
 //!     (an image begun, the images complete, the commit being written).
 //!     Nothing may be left once the kill has found nothing more to kill,
-//!     but a process with a SIGKILL pending (it runs no code of its own
-//!     again) may take GONE_WITHIN to go, as the kernel ends it; that is
-//!     noted in the history, with what /proc said of it;
+//!     but a process with a SIGKILL pending or exiting (it runs no code of
+//!     its own again) may take GONE_WITHIN to go, as the kernel ends it;
+//!     that is noted in the history, with what /proc said of it;
 //!   - `condor_vacate_job -fast`: SIGKILL for every process of the job;
 //!   - a crash of the machine: SIGKILL to ckptrun alone, at a random
 //!     instant or aimed at those moments (after an eviction began, or
@@ -270,11 +270,12 @@ fn evictions_and_crashes_under_the_real_dmtcp_never_lose_or_tear_a_checkpoint() 
         if played.as_ref().is_ok_and(|p| p.killed && !p.crashed) && !left.is_empty() {
             // The starter's kill left something: what the kill already
             // doomed (a SIGKILL pending, from it or from ckptrun's
-            // PR_SET_PDEATHSIG) runs no code of its own again; the
-            // kernel may still be ending it (a write being finished).
-            // Whatever is not going must fail the round.
+            // PR_SET_PDEATHSIG, or exiting) runs no code of its own
+            // again; the kernel may still be ending it (a write being
+            // finished, a file freed). Whatever is not going must fail
+            // the round.
             let seen = left.join("\n  ");
-            let doomed = left.iter().all(|p| p.contains("SIGKILL pending"));
+            let doomed = left.iter().all(|p| p.contains(", doomed: "));
             left = wait_gone(&base, if doomed { GONE_WITHIN } else { Duration::ZERO });
             if doomed && left.is_empty() {
                 run.history.push(format!(
@@ -1015,8 +1016,10 @@ fn wait_gone(base: &Path, limit: Duration) -> Vec<String> {
 }
 
 /// What /proc tells of `pid`: its state, parent, where it waits in the
-/// kernel, and whether a SIGKILL is pending (the process then never runs
-/// its own code again).
+/// kernel, and whether it is doomed, never to run its own code again: a
+/// SIGKILL pending, or exiting already (PF_EXITING, once the SIGKILL is
+/// taken: the kernel then frees what it held, a large file's blocks
+/// say).
 fn how_it_is(pid: i32) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
@@ -1030,13 +1033,25 @@ fn how_it_is(pid: i32) -> String {
     let pending = ["SigPnd:", "ShdPnd:"]
         .iter()
         .any(|f| u64::from_str_radix(&field(f), 16).is_ok_and(|m| m & kill_bit != 0));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The flags are the seventh field after the name's ')'.
+    let flags = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(6));
+    let exiting = flags
+        .and_then(|f| f.parse::<u32>().ok())
+        .is_some_and(|f| f & 0x4 != 0);
     let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
     format!(
         "state {}, parent {}, waits in {:?}{}",
         field("State:"),
         field("PPid:"),
         wchan,
-        if pending { ", SIGKILL pending" } else { "" }
+        match (pending, exiting) {
+            (_, true) => ", doomed: exiting",
+            (true, false) => ", doomed: SIGKILL pending",
+            _ => "",
+        }
     )
 }
 
