@@ -1021,32 +1021,18 @@ fn wait_gone(base: &Path, limit: Duration) -> Vec<String> {
 /// taken: the kernel then frees what it held, a large file's blocks
 /// say).
 fn how_it_is(pid: i32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_default()
-    };
+    let field = |key: &str| common::status_value(pid, key).unwrap_or_default();
     let kill_bit = 1u64 << (libc::SIGKILL - 1);
     let pending = ["SigPnd:", "ShdPnd:"]
         .iter()
         .any(|f| u64::from_str_radix(&field(f), 16).is_ok_and(|m| m & kill_bit != 0));
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The flags are the seventh field after the name's ')'.
-    let flags = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(6));
-    let exiting = flags
-        .and_then(|f| f.parse::<u32>().ok())
-        .is_some_and(|f| f & 0x4 != 0);
-    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+    // PF_EXITING in the flags, field 9.
+    let exiting = common::stat_field(pid, 9).is_some_and(|f| f & 0x4 != 0);
     format!(
         "state {}, parent {}, waits in {:?}{}",
         field("State:"),
         field("PPid:"),
-        wchan,
+        common::wchan(pid),
         match (pending, exiting) {
             (_, true) => ", doomed: exiting",
             (true, false) => ", doomed: SIGKILL pending",

@@ -200,18 +200,6 @@ fn pids_with_arg(needle: &str) -> Vec<i32> {
     found
 }
 
-/// Field `n` (1-based, as in proc(5)) of /proc/PID/stat.
-fn stat_field(pid: i32, n: usize) -> i64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
-    after_name
-        .split_whitespace()
-        .nth(n - 3)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// The restart script symlink and where it points, once it exists.
 fn wait_for_symlink(dir: &Path) -> PathBuf {
     let link = dir.join("dmtcp_restart_script.sh");
@@ -362,8 +350,8 @@ fn a_daemon_coordinator_is_as_4_2_0s() {
     d.strays.push(daemon);
     // Not a session of its own: 4.2.0 does not call setsid.
     assert_eq!(
-        stat_field(daemon, 6),
-        stat_field(std::process::id() as i32, 6)
+        stat_field(daemon, 6).unwrap(),
+        stat_field(std::process::id() as i32, 6).unwrap()
     );
     // Its names, as 4.2.0 rewrites them; its exe and other arguments stay.
     let comm = std::fs::read_to_string(format!("/proc/{daemon}/comm")).unwrap();
@@ -1141,7 +1129,11 @@ fn the_jobs_child_stays_in_its_group_without_joining() {
     let pid = d.pid(job);
     let child = first_child(pid);
     d.strays.push(child);
-    assert_eq!(stat_field(child, 5), stat_field(pid, 5), "process group");
+    assert_eq!(
+        stat_field(child, 5).unwrap(),
+        stat_field(pid, 5).unwrap(),
+        "process group"
+    );
     let status = stdout(&d.command(port, "--status"));
     assert!(status.contains("NUM_PEERS=1"), "{status}");
     // Killing the computation ends the job only: the child is left

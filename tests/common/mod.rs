@@ -1267,17 +1267,32 @@ pub fn no_aslr(mut cmd: Command) -> Command {
 
 /// A figure in kB from /proc/PID/status (`key` with its colon).
 pub fn status_kb(pid: i32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+    status_value(pid, key)
+        .and_then(|v| v.trim_end_matches(" kB").parse().ok())
         .unwrap()
+}
+
+/// The value of `key` (with its colon) in /proc/PID/status, trimmed.
+pub fn status_value(pid: i32, key: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix(key))?;
+    Some(value.trim().to_owned())
+}
+
+/// Field `n` (1-based, as in proc(5); 3 or more: after the name) of
+/// /proc/PID/stat, a number.
+pub fn stat_field(pid: i32, n: usize) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    after_name.split_whitespace().nth(n - 3)?.parse().ok()
+}
+
+/// Where `pid` waits in the kernel (/proc/PID/wchan), empty if unknown.
+pub fn wchan(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default()
 }
 
 /// Whether ckptrun `pid` waits in its supervision loop (sigtimedwait).
 pub fn waits(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/wchan"))
-        .unwrap_or_default()
-        .starts_with("do_sigtimedwait")
+    wchan(pid).starts_with("do_sigtimedwait")
 }
