@@ -790,6 +790,87 @@ fn a_large_compressed_state_is_expanded_by_two_processes_in_the_shipped_builds()
 }
 
 #[test]
+fn a_large_state_is_compressed_by_two_processes_in_the_shipped_builds() {
+    // Committed by each shipped build on two CPUs: two processes write the
+    // state's frames into the archive (strace), the second's moved down
+    // behind the first's. The member is byte for byte what one process
+    // makes (`taskset`, one CPU), the slot file as long, `zstd -d` gives
+    // the state back and so does a restore in a new sandbox.
+    let state = text_then_noise(4);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for target in ["x86_64-unknown-linux-musl", "i686-unknown-linux-musl"] {
+        let commit = |name: &str, one_cpu: bool| {
+            let sandbox = Sandbox::new(&format!("two-compressors-{name}-{}", &target[..4]));
+            std::fs::write(sandbox.path("ref"), &state).unwrap();
+            let trace = sandbox.path("trace");
+            let mut cmd = Command::new(if one_cpu { "taskset" } else { "strace" });
+            if one_cpu {
+                cmd.args(["-c", "0"]);
+            } else {
+                cmd.args(["-f", "-qq", "-e", "trace=pwrite64", "-o"])
+                    .arg(&trace);
+            }
+            cmd.arg(ckptrun_release(target))
+                .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+                .args(["--", "sh", "-c", "cp ref state; exit 17"])
+                .current_dir(&sandbox.dir)
+                .env_remove("_CONDOR_JOB_AD");
+            let out = run(cmd);
+            assert_eq!(out.code(), Some(85), "{target} {name}: {}", out.stderr);
+            let trace = std::fs::read_to_string(trace).unwrap_or_default();
+            (sandbox, trace)
+        };
+        let (two, trace) = commit("two", false);
+        let (one, _) = commit("one", true);
+        // A frame's write: its bytes start with zstd's magic number.
+        let mut writers: Vec<&str> = trace
+            .lines()
+            .filter(|l| l.contains(r#"pwrite64("#) && l.contains(r#", "(\265/\375"#))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        writers.sort();
+        writers.dedup();
+        let want = if cpus > 1 { 2 } else { 1 };
+        assert_eq!(
+            writers.len(),
+            want,
+            "{target}: processes that wrote frames:\n{trace}"
+        );
+        let (slot_two, slot_one) = (slot_of(&two.dir, STORE, 1), slot_of(&one.dir, STORE, 1));
+        let stored = tar_stored(&slot_two, "state").unwrap();
+        assert!(
+            stored.len() < state.len() / 2,
+            "{target}: stored {}",
+            stored.len()
+        );
+        assert!(
+            stored == tar_stored(&slot_one, "state").unwrap(),
+            "{target}: the member differs from one process's"
+        );
+        let len = |slot: &Path| std::fs::metadata(slot).unwrap().len();
+        assert_eq!(
+            len(&slot_two),
+            len(&slot_one),
+            "{target}: the slot files' lengths"
+        );
+        assert!(
+            tar_member(&slot_two, "state").unwrap() == state,
+            "{target}: GNU tar and zstd -d give other bytes"
+        );
+        let elsewhere = Sandbox::new(&format!("two-compressors-new-{}", &target[..4]));
+        std::fs::copy(&slot_two, elsewhere.path(slot_two.file_name().unwrap())).unwrap();
+        std::fs::write(elsewhere.path("ref"), &state).unwrap();
+        let out = run(job_of(
+            &elsewhere,
+            &[],
+            "cmp -s state ref && echo same > result",
+        ));
+        assert_eq!(out.code(), Some(0), "{target}: {}", out.stderr);
+        assert_eq!(result(&elsewhere), "same\n", "{target}");
+    }
+}
+
+#[test]
 fn damage_in_the_half_a_second_process_expands_is_found_and_never_restored() {
     // A restore expands a large member in two processes at once (on two
     // CPUs or more): the second half by a child, straight into the file,

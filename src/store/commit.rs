@@ -209,10 +209,12 @@ fn build(
     fill: Fill,
 ) -> Result<(), Failed> {
     let create = OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    // Read too: a file compressed by two processes has the second one's
+    // frames moved within the archive (`pack`).
     let out = rustix::fs::openat(
         scratch.dir(),
         BUILDING,
-        OFlags::WRONLY | create,
+        OFlags::RDWR | create,
         Mode::from_raw_mode(0o644),
     )
     .map_err(at("create the archive"))?;

@@ -94,28 +94,92 @@ pub fn compress(from: BorrowedFd, len: u64, into: BorrowedFd, at: u64) -> Packed
 /// bytes it was made of.
 #[inline(never)] // A large frame: see how-it-works.md, "Memory".
 fn compress_here(from: BorrowedFd, len: u64, (into, at): (BorrowedFd, u64)) -> Option<(u64, u64)> {
-    let words = 4 * (encode::TABLE + encode::SEQS);
-    let region = Region::map(words + 2 * (BLOCK + CHUNK) + bound(CHUNK) + 64).ok()?;
-    let mut encoder = encode::Encoder::new(encode::Work {
-        table: region.carve(encode::TABLE)?,
-        lits: region.carve(BLOCK)?,
-        seqs: region.carve(encode::SEQS)?,
-    });
-    let mut decoder = decode::Decoder::new(decode::Work {
-        lits: region.carve(BLOCK)?,
-    });
-    let raw = region.carve::<u8>(CHUNK)?;
-    let again = region.carve::<u8>(CHUNK)?;
-    let out = region.carve::<u8>(bound(CHUNK))?;
-    if !pays(&mut encoder, from, len, raw, out)? {
-        return None;
-    }
-    let mut hash = Hash::new();
-    let (mut done, mut written) = (0u64, 0u64);
-    while done < len {
-        let n = (len - done).min(CHUNK as u64) as usize;
+    with_coder(|coder| {
+        if !pays(&mut coder.encoder, from, len, coder.raw, coder.out)? {
+            return None;
+        }
+        let mut hash = Hash::new();
+        let written = compress_shared(coder, from, len, (into, at), &mut hash)?;
+        (written < len).then(|| (written, hash.digest()))
+    })
+}
+
+/// `compress_here`'s frames, `len` bytes of `from` into `into` at `at`:
+/// how many bytes they took. A file of SHARED_FROM bytes or more, with
+/// two CPUs or more to run on, is compressed by two processes at once:
+/// the frames from half the file on by a child of this one, into the
+/// archive past the most the frames can take, moved down behind this
+/// one's once both have ended well; those before by this one, which then
+/// hashes the rest as `from` holds it. The hash is of the whole file, in
+/// order, as with one process; if the file changed meanwhile, it does
+/// not match the frames and the generation is found damaged, never
+/// restored (as with a file stored as it is, `writer`). One process does
+/// it all when no second one can be started; when the other gave no
+/// answer (its frame did not expand to its bytes, its memory or the disk
+/// refused, a kill), the file is stored as it is.
+fn compress_shared(
+    coder: &mut Coder,
+    from: BorrowedFd,
+    len: u64,
+    (into, at): (BorrowedFd, u64),
+    hash: &mut Hash,
+) -> Option<u64> {
+    let half = len / 2 / CHUNK as u64 * CHUNK as u64;
+    // Past the most all the frames can take (a frame of CHUNK bytes never
+    // takes more than `bound(CHUNK)`): the other's, once moved down
+    // behind this one's, never overlap where they were. Up to there the
+    // file has a hole, no blocks.
+    let far = at + len.div_ceil(CHUNK as u64) * bound(CHUNK) as u64;
+    let other = shared(len)
+        .then(|| {
+            // The child's coder is its copy of this one's.
+            Beside::<1>::start(|| {
+                compress_run(coder, from, (half, len), (into, far), None).map(|n| [n])
+            })
+        })
+        .flatten();
+    let Some(other) = other else {
+        return compress_run(coder, from, (0, len), (into, at), Some(hash));
+    };
+    let ours = compress_run(coder, from, (0, half), (into, at), Some(hash));
+    // Waited for whatever this one found: none of ours is left writing.
+    let theirs = other.result();
+    let ours = ours?;
+    let [theirs] = theirs?;
+    rustix::fs::seek(into, rustix::fs::SeekFrom::Start(at + ours)).ok()?;
+    crate::os::copy::copy(into, Some(far), into, theirs).ok()?;
+    crate::store::hash::hash_more(hash, from, half, len - half).ok()?;
+    // Where the other's frames were goes.
+    rustix::fs::ftruncate(into, at + ours + theirs).ok()?;
+    Some(ours + theirs)
+}
+
+/// Compresses the bytes `start..end` of `from` (frames of CHUNK bytes
+/// from `start`, a multiple of CHUNK) into `into` at `at`, each frame
+/// expanded again and compared, added to `hash` if given: how many bytes
+/// the frames took.
+#[inline(never)] // A large frame: see how-it-works.md, "Memory".
+fn compress_run(
+    coder: &mut Coder,
+    from: BorrowedFd,
+    (start, end): (u64, u64),
+    (into, at): (BorrowedFd, u64),
+    mut hash: Option<&mut Hash>,
+) -> Option<u64> {
+    let Coder {
+        encoder,
+        decoder,
+        raw,
+        again,
+        out,
+    } = coder;
+    let (mut done, mut written) = (start, 0u64);
+    while done < end {
+        let n = (end - done).min(CHUNK as u64) as usize;
         read_at(from, &mut raw[..n], done).ok()?;
-        hash.update(&raw[..n]);
+        if let Some(hash) = hash.as_deref_mut() {
+            hash.update(&raw[..n]);
+        }
         let framed = encoder.frame(&raw[..n], out)?;
         // A frame that would not give back the very bytes read (a flaw
         // in the encoder) never reaches a generation: the file is then
@@ -128,10 +192,37 @@ fn compress_here(from: BorrowedFd, len: u64, (into, at): (BorrowedFd, u64)) -> O
         done += n as u64;
         written += framed as u64;
     }
-    if written >= len {
-        return None;
-    }
-    Some((written, hash.digest()))
+    Some(written)
+}
+
+/// The working memory of one process that compresses: the encoder, a
+/// decoder to expand each frame again, and their buffers.
+struct Coder<'r> {
+    encoder: encode::Encoder<'r>,
+    decoder: decode::Decoder<'r>,
+    raw: &'r mut [u8],
+    again: &'r mut [u8],
+    out: &'r mut [u8],
+}
+
+/// `f` given a `Coder` in working memory of its own (`Region`).
+fn with_coder<T>(f: impl FnOnce(&mut Coder) -> Option<T>) -> Option<T> {
+    let words = 4 * (encode::TABLE + encode::SEQS);
+    let region = Region::map(words + 2 * (BLOCK + CHUNK) + bound(CHUNK) + 64).ok()?;
+    let mut coder = Coder {
+        encoder: encode::Encoder::new(encode::Work {
+            table: region.carve(encode::TABLE)?,
+            lits: region.carve(BLOCK)?,
+            seqs: region.carve(encode::SEQS)?,
+        }),
+        decoder: decode::Decoder::new(decode::Work {
+            lits: region.carve(BLOCK)?,
+        }),
+        raw: region.carve::<u8>(CHUNK)?,
+        again: region.carve::<u8>(CHUNK)?,
+        out: region.carve::<u8>(bound(CHUNK))?,
+    };
+    f(&mut coder)
 }
 
 /// Whether the sample of `from` shrinks by a tenth, or one of its pieces
@@ -196,15 +287,13 @@ fn expand_here(
     let (offset, stored, raw) = member;
     // The other's part, past the first `s` stored and `r` raw bytes.
     let rest = |(s, r): (u64, u64)| (offset + s, stored - s, raw - r);
-    let shared = into
-        .filter(|_| raw >= SHARED_FROM && crate::os::sys::cpus() > 1)
-        .and_then(|into| {
-            let (s, r) = halves(archive, member)?;
-            let other = Beside::<1>::start(|| {
-                expand_run(archive, rest((s, r)), (Some(into), r), None).map(|()| [0])
-            })?;
-            Some((into, (s, r), other))
-        });
+    let shared = into.filter(|_| shared(raw)).and_then(|into| {
+        let (s, r) = halves(archive, member)?;
+        let other = Beside::<1>::start(|| {
+            expand_run(archive, rest((s, r)), (Some(into), r), None).map(|()| [0])
+        })?;
+        Some((into, (s, r), other))
+    });
     let Some((into, (s, r), other)) = shared else {
         expand_run(archive, member, (into, 0), Some(&mut hash))?;
         return Some(hash.digest());
@@ -218,6 +307,13 @@ fn expand_here(
     }
     crate::store::hash::hash_more(&mut hash, into, r, raw - r).ok()?;
     Some(hash.digest())
+}
+
+/// Whether a file of `len` raw bytes is compressed, or expanded, by two
+/// processes: SHARED_FROM bytes or more, and two CPUs or more to run on.
+#[inline(never)] // One copy for both.
+fn shared(len: u64) -> bool {
+    len >= SHARED_FROM && crate::os::sys::cpus() > 1
 }
 
 /// Where a member's frames split into two runs of about the same raw

@@ -494,17 +494,18 @@ mod tests {
     }
 
     fn write(archive: &Path, f: impl FnOnce(&mut Writer) -> Result<()>) {
-        let out = std::fs::File::create(archive).unwrap();
-        let scratch = |ext| {
+        // Read and write, as a commit opens it (`pack` reads it too).
+        let open = |path: &Path| {
             std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .open(archive.with_extension(ext))
+                .open(path)
                 .unwrap()
         };
-        let sums = scratch("sums");
+        let out = open(archive);
+        let sums = open(&archive.with_extension("sums"));
         let mut w = Writer::new(out.as_fd(), sums.as_fd(), pack::Packing::WherePays);
         f(&mut w).unwrap();
         w.finish().unwrap();

@@ -51,7 +51,9 @@ impl Code {
 
     /// The table for a block whose `ns` codes are counted in `cnt`: its
     /// mode (0 predefined, 1 RLE, 2 its own), its description written
-    /// at out[*p..] (p moved past it); None if out is too short.
+    /// at out[*p..] (p moved past it); None if out is too short. Once a
+    /// block: compiled for size where the build says (lib.rs).
+    #[cfg_attr(ckptrun_cold_size, optimize(size))]
     fn choose(
         &mut self,
         cnt: &[u32],
