@@ -13,7 +13,11 @@
 //!   shrink is stored raw inside its frame (3 bytes more per 128 KiB):
 //!   the noise in a memory image costs next to nothing.
 //! - The frames go straight into the archive, behind the member's header:
-//!   a commit needs no room beyond the archive's.
+//!   a commit needs no room beyond the archive's; when two processes
+//!   compress a file, the second half's frames take room twice for a
+//!   moment, and where that room is refused one process does it all.
+//! - A large file, with two CPUs or more, is compressed and expanded by
+//!   two processes at once (`compress_shared`, `expand_here`).
 //! - Each frame is expanded again as it is made and compared with the
 //!   bytes it was made of, before it is written: a flaw in the encoder
 //!   cannot reach a generation.
@@ -23,8 +27,9 @@
 //!   the check compares (see `store::verify`). A damaged compressed member either
 //!   fails to decode or decodes to bytes whose checksum differs: it is
 //!   never restored.
-//! - Both run in a child beside ckptrun (`Beside`), with working memory
-//!   of its own (`Region`, some 5 MiB): the supervising process's memory
+//! - Both run in a child beside ckptrun (`Beside`), and its own child
+//!   where two processes share a file, each with working memory of its
+//!   own (`Region`, some 5 MiB): the supervising process's memory
 //!   is not touched, and nothing is allocated on the heap.
 
 use std::os::fd::BorrowedFd;
@@ -111,12 +116,15 @@ fn compress_here(from: BorrowedFd, len: u64, (into, at): (BorrowedFd, u64)) -> O
 /// archive past the most the frames can take, moved down behind this
 /// one's once both have ended well; those before by this one, which then
 /// hashes the rest as `from` holds it. The hash is of the whole file, in
-/// order, as with one process; if the file changed meanwhile, it does
-/// not match the frames and the generation is found damaged, never
-/// restored (as with a file stored as it is, `writer`). One process does
-/// it all when no second one can be started; when the other gave no
-/// answer (its frame did not expand to its bytes, its memory or the disk
-/// refused, a kill), the file is stored as it is.
+/// order, as with one process; if the second half changed between the
+/// two reads, it does not match the frames and the generation is found
+/// damaged at the next start, never restored (as with a file stored as
+/// it is, `writer`; one process would have stored the torn file with a
+/// hash that matches it). One process does it all when no second one can
+/// be started; when the other gave no answer or its frames could not be
+/// moved (a kill, memory refused, no room on the disk or under the file
+/// size limit for frames written that far on), this one drops them and
+/// compresses the rest itself, as one process does.
 fn compress_shared(
     coder: &mut Coder,
     from: BorrowedFd,
@@ -125,11 +133,13 @@ fn compress_shared(
     hash: &mut Hash,
 ) -> Option<u64> {
     let half = len / 2 / CHUNK as u64 * CHUNK as u64;
-    // Past the most all the frames can take (a frame of CHUNK bytes never
-    // takes more than `bound(CHUNK)`): the other's, once moved down
-    // behind this one's, never overlap where they were. Up to there the
-    // file has a hole, no blocks.
-    let far = at + len.div_ceil(CHUNK as u64) * bound(CHUNK) as u64;
+    // Past the most all the frames can take: a frame of CHUNK bytes never
+    // takes more than `bound(CHUNK)`, a sixteenth more at most, and the
+    // last frame is one of the `len / CHUNK + 1`. So the other's, once
+    // moved down behind this one's, never overlap where they were. Up to
+    // there the file has a hole (no blocks, where files can be sparse).
+    const { assert!(bound(CHUNK) <= CHUNK + CHUNK / 16) };
+    let far = at + len + len / 16 + 2 * CHUNK as u64;
     let other = shared(len)
         .then(|| {
             // The child's coder is its copy of this one's.
@@ -138,20 +148,30 @@ fn compress_shared(
             })
         })
         .flatten();
+    let end = if other.is_some() { half } else { len };
+    let ours = compress_run(coder, from, (0, end), (into, at), Some(hash));
     let Some(other) = other else {
-        return compress_run(coder, from, (0, len), (into, at), Some(hash));
+        return ours;
     };
-    let ours = compress_run(coder, from, (0, half), (into, at), Some(hash));
     // Waited for whatever this one found: none of ours is left writing.
     let theirs = other.result();
     let ours = ours?;
-    let [theirs] = theirs?;
-    rustix::fs::seek(into, rustix::fs::SeekFrom::Start(at + ours)).ok()?;
-    crate::os::copy::copy(into, Some(far), into, theirs).ok()?;
-    crate::store::hash::hash_more(hash, from, half, len - half).ok()?;
-    // Where the other's frames were goes.
-    rustix::fs::ftruncate(into, at + ours + theirs).ok()?;
-    Some(ours + theirs)
+    let moved = theirs.and_then(|[theirs]| {
+        rustix::fs::seek(into, rustix::fs::SeekFrom::Start(at + ours)).ok()?;
+        crate::os::copy::copy(into, Some(far), into, theirs).ok()?;
+        Some(theirs)
+    });
+    // What lies past the frames goes: where the other's were, or all of
+    // them if they could not be moved (the room they took is needed).
+    rustix::fs::ftruncate(into, at + ours + moved.unwrap_or(0)).ok()?;
+    let rest = match moved {
+        Some(theirs) => {
+            crate::store::hash::hash_more(hash, from, half, len - half).ok()?;
+            theirs
+        }
+        None => compress_run(coder, from, (half, len), (into, at + ours), Some(hash))?,
+    };
+    Some(ours + rest)
 }
 
 /// Compresses the bytes `start..end` of `from` (frames of CHUNK bytes

@@ -765,6 +765,21 @@ pub fn top_slots(dir: &Path, name: &str) -> Vec<PathBuf> {
     found
 }
 
+/// How many CPUs this process may run on: its affinity, as ckptrun
+/// counts them to split a file's work between two processes (a cgroup's
+/// CPU quota, which `available_parallelism` also reads, is not counted).
+pub fn affinity_cpus() -> usize {
+    // SAFETY: cpu_set_t is plain bits, valid all zero; the call fills
+    // the set it is given with its size, and CPU_COUNT reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        match libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) {
+            0 => libc::CPU_COUNT(&set).max(1) as usize,
+            _ => 1,
+        }
+    }
+}
+
 /// A member of a generation's archive as GNU tar gives it: a compressed
 /// member's zstd frames, not what they expand to.
 pub fn tar_stored(archive: &Path, member: &str) -> Option<Vec<u8>> {
