@@ -448,7 +448,7 @@ fn a_commit_without_room_for_two_compressing_processes_is_made_by_one() {
     // 12 MiB of text, then 12 of noise: compressed, some 12 MiB. One
     // process needs the state and that (36 MiB); two, on two CPUs, need
     // room for the second half's frames twice, for a moment (48). On a
-    // 42 MiB disk the second cannot write its frames, and the first
+    // 42 MiB disk the second's frames cannot be moved, and the first
     // compresses the rest itself: the commit is made, compressed, as
     // one process makes it, and restores. (On one CPU one process does it
     // all from the start; the build before this fallback exited 123.)
@@ -863,7 +863,7 @@ fn a_large_state_is_compressed_by_two_processes_in_the_shipped_builds() {
             if one_cpu {
                 cmd.args(["-c", "0"]);
             } else {
-                cmd.args(["-f", "-qq", "-e", "trace=pwrite64", "-o"])
+                cmd.args(["-f", "-qq", "-e", "trace=pwrite64,copy_file_range", "-o"])
                     .arg(&trace);
             }
             cmd.arg(ckptrun_release(target))
@@ -892,6 +892,20 @@ fn a_large_state_is_compressed_by_two_processes_in_the_shipped_builds() {
             want,
             "{target}: processes that wrote frames:\n{trace}"
         );
+        // The second's frames moved within the archive (the same file in
+        // and out), not made again by the first.
+        let moved = trace.lines().any(|l| {
+            let Some((_, call)) = l.split_once("copy_file_range(") else {
+                return false;
+            };
+            let args: Vec<&str> = call.split(", ").collect();
+            let copied = call
+                .rsplit(" = ")
+                .next()
+                .and_then(|n| n.parse::<u64>().ok());
+            args.len() > 2 && args[0] == args[2] && copied.is_some_and(|n| n > 0)
+        });
+        assert_eq!(moved, cpus > 1, "{target}: the frames moved:\n{trace}");
         let (slot_two, slot_one) = (slot_of(&two.dir, STORE, 1), slot_of(&one.dir, STORE, 1));
         let stored = tar_stored(&slot_two, "state").unwrap();
         assert!(

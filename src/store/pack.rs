@@ -15,9 +15,11 @@
 //! - The frames go straight into the archive, behind the member's header:
 //!   a commit needs no room beyond the archive's; when two processes
 //!   compress a file, the second half's frames take room twice for a
-//!   moment, and where that room is refused one process does it all.
-//! - A large file, with two CPUs or more, is compressed and expanded by
-//!   two processes at once (`compress_shared`, `expand_here`).
+//!   moment, and where that room is refused the first process compresses
+//!   the rest itself.
+//! - A large file, with two CPUs or more, is compressed by two processes
+//!   at once (`compress_shared`), and expanded by two when it is written
+//!   into a file (`expand_here`).
 //! - Each frame is expanded again as it is made and compared with the
 //!   bytes it was made of, before it is written: a flaw in the encoder
 //!   cannot reach a generation.
