@@ -485,16 +485,22 @@ fn a_commit_without_room_for_two_compressing_processes_is_made_by_one() {
         "zstd -d gives other bytes"
     );
     // Its manifest's hash is the state's: a restore elsewhere checks it.
-    let elsewhere = Sandbox::new("two-compressors-no-room-2");
-    std::fs::copy(&slot, elsewhere.path(slot.file_name().unwrap())).unwrap();
-    std::fs::write(elsewhere.path("ref"), &state).unwrap();
+    restores_elsewhere(&slot, &state, "two-compressors-no-room-2");
+}
+
+/// `slot` alone in a new sandbox `name`, as an eviction brings it: the
+/// start checks it and restores `state`, byte for byte.
+fn restores_elsewhere(slot: &Path, state: &[u8], name: &str) {
+    let elsewhere = Sandbox::new(name);
+    std::fs::copy(slot, elsewhere.path(slot.file_name().unwrap())).unwrap();
+    std::fs::write(elsewhere.path("ref"), state).unwrap();
     let out = run(job_of(
         &elsewhere,
         &[],
         "cmp -s state ref && echo same > result",
     ));
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    assert_eq!(result(&elsewhere), "same\n");
+    assert_eq!(out.code(), Some(0), "{name}: {}", out.stderr);
+    assert_eq!(result(&elsewhere), "same\n", "{name}");
 }
 
 #[test]
@@ -770,6 +776,18 @@ fn text_then_noise(seed: u8) -> Vec<u8> {
     state
 }
 
+/// How many processes made the calls `strace -f` traced that `call` matches.
+fn processes_that(trace: &str, call: impl Fn(&str) -> bool) -> usize {
+    let mut pids: Vec<&str> = trace
+        .lines()
+        .filter(|l| call(l))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    pids.sort();
+    pids.dedup();
+    pids.len()
+}
+
 /// Where each zstd frame of `stored` starts: from the frames' and blocks'
 /// headers (RFC 8878), read here apart from ckptrun's codec.
 fn frame_starts(stored: &[u8]) -> Vec<usize> {
@@ -827,17 +845,11 @@ fn a_large_compressed_state_is_expanded_by_two_processes_in_the_shipped_builds()
         assert_eq!(out.code(), Some(0), "{target}: {}", out.stderr);
         assert_eq!(result(&second), "same\n", "{target}");
         let trace = std::fs::read_to_string(trace).unwrap();
-        let mut writers: Vec<&str> = trace
-            .lines()
-            .filter(|l| l.rsplit(" = ").next() == Some("1048576"))
-            .filter_map(|l| l.split_whitespace().next())
-            .collect();
-        writers.sort();
-        writers.dedup();
+        // A frame's write into the state: 1 MiB.
+        let writers = processes_that(&trace, |l| l.rsplit(" = ").next() == Some("1048576"));
         let want = if cpus > 1 { 2 } else { 1 };
         assert_eq!(
-            writers.len(),
-            want,
+            writers, want,
             "{target}: processes that wrote frames:\n{trace}"
         );
     }
@@ -879,17 +891,12 @@ fn a_large_state_is_compressed_by_two_processes_in_the_shipped_builds() {
         let (two, trace) = commit("two", false);
         let (one, _) = commit("one", true);
         // A frame's write: its bytes start with zstd's magic number.
-        let mut writers: Vec<&str> = trace
-            .lines()
-            .filter(|l| l.contains(r#"pwrite64("#) && l.contains(r#", "(\265/\375"#))
-            .filter_map(|l| l.split_whitespace().next())
-            .collect();
-        writers.sort();
-        writers.dedup();
+        let writers = processes_that(&trace, |l| {
+            l.contains(r#"pwrite64("#) && l.contains(r#", "(\265/\375"#)
+        });
         let want = if cpus > 1 { 2 } else { 1 };
         assert_eq!(
-            writers.len(),
-            want,
+            writers, want,
             "{target}: processes that wrote frames:\n{trace}"
         );
         // The second's frames moved within the archive (the same file in
@@ -927,16 +934,11 @@ fn a_large_state_is_compressed_by_two_processes_in_the_shipped_builds() {
             tar_member(&slot_two, "state").unwrap() == state,
             "{target}: GNU tar and zstd -d give other bytes"
         );
-        let elsewhere = Sandbox::new(&format!("two-compressors-new-{}", &target[..4]));
-        std::fs::copy(&slot_two, elsewhere.path(slot_two.file_name().unwrap())).unwrap();
-        std::fs::write(elsewhere.path("ref"), &state).unwrap();
-        let out = run(job_of(
-            &elsewhere,
-            &[],
-            "cmp -s state ref && echo same > result",
-        ));
-        assert_eq!(out.code(), Some(0), "{target}: {}", out.stderr);
-        assert_eq!(result(&elsewhere), "same\n", "{target}");
+        restores_elsewhere(
+            &slot_two,
+            &state,
+            &format!("two-compressors-new-{}", &target[..4]),
+        );
     }
 }
 
