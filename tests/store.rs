@@ -488,6 +488,39 @@ fn a_commit_without_room_for_two_compressing_processes_is_made_by_one() {
     restores_elsewhere(&slot, &state, "two-compressors-no-room-2");
 }
 
+#[test]
+fn a_commit_under_a_file_size_limit_two_processes_pass_is_made_by_one() {
+    // RLIMIT_FSIZE of 6 MiB (as `ulimit -f` or Slurm passes a user's): an
+    // 8 MiB state compresses to some 2 MiB, which fits; stored raw it
+    // would not. Two processes on two CPUs write the second half's frames
+    // further on than the limit (EFBIG: ckptrun's processes block
+    // SIGXFSZ): the first then compresses the rest itself. The build
+    // before this fallback stored the file raw, and the commit failed.
+    use std::os::unix::process::CommandExt;
+    let sandbox = Sandbox::new("two-compressors-fsize");
+    let state = text_then_noise(5);
+    std::fs::write(sandbox.path("state"), &state).unwrap();
+    let mut cmd = job_of(&sandbox, &[], "touch state; exit 17");
+    // SAFETY: setrlimit is async-signal-safe, and touches nothing else.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 6 << 20,
+                rlim_max: 6 << 20,
+            };
+            match libc::setrlimit(libc::RLIMIT_FSIZE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let slot = slot_of(&sandbox.dir, STORE, 1);
+    assert!(std::fs::metadata(&slot).unwrap().len() < 6 << 20);
+    restores_elsewhere(&slot, &state, "two-compressors-fsize-2");
+}
+
 /// `slot` alone in a new sandbox `name`, as an eviction brings it: the
 /// start checks it and restores `state`, byte for byte.
 fn restores_elsewhere(slot: &Path, state: &[u8], name: &str) {
