@@ -21,8 +21,9 @@ use crate::store::archive::{
 use crate::store::{manifest, pack};
 
 /// Writes an archive, front to back, into a file opened for reading and
-/// writing (`pack` moves frames within it), and its manifest (see `manifest`) into `sums`, an empty file opened
-/// for reading and writing, which `finish` adds as the last member.
+/// writing (`pack` moves frames within it), and its manifest (see
+/// `manifest`) into `sums`, an empty file opened for reading and writing,
+/// which `finish` adds as the last member.
 pub struct Writer<'a> {
     out: BorrowedFd<'a>,
     sums: BorrowedFd<'a>,
