@@ -13,6 +13,11 @@
 //! directory: what HTCondor 24.0 was seen to do with no transfer lists),
 //! merged over what the spool held, all at once; a crash sends nothing.
 //!
+//! A third job holds a state large enough (5 MiB, text-like) that each
+//! commit compresses it in two processes and each restore expands it in
+//! two: kills aimed at a commit strike anywhere in it, the move of the
+//! second process's frames included.
+//!
 //! Random choices come from a seed printed first; rerun a failure with
 //! `CKPTRUN_HARNESS_SEED=N cargo test --test harness`.
 
@@ -36,7 +41,12 @@ const CHECKPOINTED: i32 = 85;
 const NO_ANSWER: i32 = 124;
 /// Vacate times below this may end before a checkpoint is committed.
 const SHORT_VACATE_MS: u64 = 20;
-const TIME_LIMIT: Duration = Duration::from_secs(60);
+const TIME_LIMIT: Duration = Duration::from_secs(120);
+/// A state's padding by default (`SELF_JOB_PAD`): 256 KiB, stored raw.
+const PAD: usize = 256 * 1024;
+/// Kills aimed at a commit strike this long after it starts, at most:
+/// a commit of PAD bytes takes about as long.
+const COMMIT_US: u64 = 600;
 
 /// What the job does, and how long the loop may take to finish it.
 struct Job {
@@ -44,6 +54,12 @@ struct Job {
     dir_state: bool,
     steps: u64,
     max_rounds: u32,
+    /// The state's padding: its length, and whether it is text-like
+    /// (`SELF_JOB_PAD_TEXT`), which the store compresses.
+    pad: usize,
+    text: bool,
+    /// How long after a commit starts a kill aimed at it may strike (µs).
+    commit_us: u64,
 }
 
 #[test]
@@ -53,6 +69,9 @@ fn evictions_and_crashes_never_tear_a_committed_checkpoint() {
         dir_state: false,
         steps: 600,
         max_rounds: 200,
+        pad: PAD,
+        text: false,
+        commit_us: COMMIT_US,
     });
 }
 
@@ -63,6 +82,25 @@ fn a_directory_checkpoint_survives_the_same_loop() {
         dir_state: true,
         steps: 300,
         max_rounds: 100,
+        pad: PAD,
+        text: false,
+        commit_us: COMMIT_US,
+    });
+}
+
+/// 5 MiB of text: 4 MiB or more is compressed, and expanded, by two
+/// processes where there are two CPUs (store::pack); such a commit takes
+/// some 80 ms in the debug build.
+#[test]
+fn a_large_state_compressed_by_two_processes_survives_the_same_loop() {
+    condor_loop(Job {
+        name: "large",
+        dir_state: false,
+        steps: 240,
+        max_rounds: 100,
+        pad: 5 << 20,
+        text: true,
+        commit_us: 100_000,
     });
 }
 
@@ -163,15 +201,14 @@ fn condor_loop(job: Job) {
         copy_tree(&spool, &sandbox);
         let working = sandbox.join(STATE);
         tally.torn_starts += u32::from(
-            fs::symlink_metadata(&working).is_ok()
-                && verify_state(&working, job.dir_state).is_err(),
+            fs::symlink_metadata(&working).is_ok() && verify_state(&working, &job).is_err(),
         );
         let scratch_at_start = scratch_in(&sandbox);
         if let Some(old) = previous.replace(sandbox.clone()) {
             let _ = fs::remove_dir_all(old);
         }
 
-        let action = pick(&mut rng);
+        let action = pick(&mut rng, &job);
         let mut ckptrun = spawn(&sandbox, &job);
         let Some((status, evicted)) = play(&mut ckptrun, &sandbox, action, &mut tally) else {
             fail(format!("{action:?}: ckptrun did not exit within 20 s"));
@@ -193,7 +230,7 @@ fn condor_loop(job: Job) {
         );
         // Stricter than HTCondor needs: even where nothing is transferred,
         // a kill must never leave a torn generation behind.
-        if let Err(why) = check_store(&sandbox, job.dir_state) {
+        if let Err(why) = check_store(&sandbox, &job) {
             fail(format!(
                 "{action:?}, {}, in the sandbox: {why}",
                 ended(status)
@@ -207,7 +244,7 @@ fn condor_loop(job: Job) {
         }
         if evicted || code == Some(CHECKPOINTED) {
             transfer(&spool, |incoming| upload(&spool, &sandbox, incoming));
-            let generations = check_store(&spool, job.dir_state)
+            let generations = check_store(&spool, &job)
                 .unwrap_or_else(|why| fail(format!("{action:?}, {}: {why}", ended(status))));
             let latest = generations.iter().max().copied();
             if code == Some(CHECKPOINTED) && latest.is_none() {
@@ -286,21 +323,22 @@ fn upload(spool: &Path, sandbox: &Path, incoming: &Path) {
 
 /// Mostly evictions, as they are what carries a torn file to the spool;
 /// a third of them, and some crashes, aimed at a commit.
-fn pick(rng: &mut Rng) -> Action {
+fn pick(rng: &mut Rng, job: &Job) -> Action {
     let choice = rng.below(12);
     let (after_ms, ms) = (rng.below(400), rng.below(600));
+    let into = rng.below(job.commit_us);
     let vacate = match choice {
         0 | 1 => return Action::RunToExit,
         2 => return Action::Crash { at: When::In(ms) },
         3 => {
             return Action::Crash {
-                at: When::IntoCommit(ms),
+                at: When::IntoCommit(into),
             };
         }
         4 | 5 => When::In(ms % SHORT_VACATE_MS),
         6 | 7 => When::In(SHORT_VACATE_MS + ms % 150),
         8 | 9 => When::In(3000),
-        _ => When::IntoCommit(ms),
+        _ => When::IntoCommit(into),
     };
     Action::Evict { after_ms, vacate }
 }
@@ -416,7 +454,8 @@ fn job_env(cmd: &mut Command, job: &Job) {
     cmd.env("SELF_JOB_DIR", if job.dir_state { "1" } else { "0" })
         .env("SELF_JOB_STEP_MS", "5")
         .env("SELF_JOB_CKPT_EVERY", "60")
-        .env("SELF_JOB_PAD", "262144")
+        .env("SELF_JOB_PAD", job.pad.to_string())
+        .env("SELF_JOB_PAD_TEXT", if job.text { "1" } else { "0" })
         .env("SELF_JOB_WRITE_US", "300")
         .env_remove("SELF_JOB_EXIT")
         .env_remove("SELF_JOB_CKPT_SIGNAL_DEATH");
@@ -541,7 +580,7 @@ fn copy_tree(from: &Path, to: &Path) {
 
 /// (number, step) of each generation of the store in `dir`, or why one
 /// is not a valid state of the job. GNU tar reads the archives.
-fn check_store(dir: &Path, dir_state: bool) -> Result<Vec<(u64, u64)>, String> {
+fn check_store(dir: &Path, job: &Job) -> Result<Vec<(u64, u64)>, String> {
     let mut generations = Vec::new();
     for slot in slots(dir, STORE) {
         if fs::metadata(&slot).map_or(0, |m| m.len()) == 0 {
@@ -559,15 +598,15 @@ fn check_store(dir: &Path, dir_state: bool) -> Result<Vec<(u64, u64)>, String> {
             continue;
         }
         let torn = |why: String| format!("committed generation {number} is torn: {why}");
-        let step = if dir_state {
-            let (step_a, low) = parse_state(&member("state/a")?, 1).map_err(torn)?;
-            let (step_b, high) = parse_state(&member("state/b")?, 2).map_err(torn)?;
+        let step = if job.dir_state {
+            let (step_a, low) = parse_state(&member("state/a")?, 1, job).map_err(torn)?;
+            let (step_b, high) = parse_state(&member("state/b")?, 2, job).map_err(torn)?;
             if step_a != step_b || low >> 32 != 0 || high >> 32 != 0 {
                 return Err(torn(format!("halves from steps {step_a}, {step_b}")));
             }
             step_a
         } else {
-            parse_state(&member(STATE)?, 0).map_err(torn)?.0
+            parse_state(&member(STATE)?, 0, job).map_err(torn)?.0
         };
         generations.push((number, step));
     }
@@ -578,13 +617,16 @@ fn check_store(dir: &Path, dir_state: bool) -> Result<Vec<(u64, u64)>, String> {
 const MAGIC: &[u8; 8] = b"SELFJOB1";
 
 /// (step, acc) of a whole state: one file, or the directory of `a`, `b`.
-fn verify_state(path: &Path, dir_state: bool) -> Result<(u64, u64), String> {
+fn verify_state(path: &Path, job: &Job) -> Result<(u64, u64), String> {
     let read = |p: PathBuf| fs::read(&p).map_err(|e| format!("{}: {e}", p.display()));
-    if !dir_state {
-        return parse_state(&read(path.to_path_buf())?, 0);
+    if !job.dir_state {
+        return parse_state(&read(path.to_path_buf())?, 0, job);
     }
-    let (step_a, low) = parse_state(&read(path.join("a"))?, 1).map_err(|w| format!("a: {w}"))?;
-    let (step_b, high) = parse_state(&read(path.join("b"))?, 2).map_err(|w| format!("b: {w}"))?;
+    let part = |name: &str, part| {
+        parse_state(&read(path.join(name))?, part, job).map_err(|w| format!("{name}: {w}"))
+    };
+    let (step_a, low) = part("a", 1)?;
+    let (step_b, high) = part("b", 2)?;
     if step_a != step_b || low >> 32 != 0 || high >> 32 != 0 {
         return Err(format!(
             "halves from different states (steps {step_a}, {step_b})"
@@ -594,9 +636,12 @@ fn verify_state(path: &Path, dir_state: bool) -> Result<(u64, u64), String> {
 }
 
 /// (step, value) of one state file of `part`: magic, step, value, pad
-/// derived from them, FNV-1a 64 of everything before it.
-fn parse_state(bytes: &[u8], part: u64) -> Result<(u64, u64), String> {
-    if bytes.len() < 32 || &bytes[..8] != MAGIC {
+/// derived from them, FNV-1a 64 of everything before it. A text-like pad
+/// is checked by its length and the FNV only: remaking it here, in the
+/// debug build, would take longer than a round.
+fn parse_state(bytes: &[u8], part: u64, job: &Job) -> Result<(u64, u64), String> {
+    let pad = if job.dir_state { job.pad / 2 } else { job.pad };
+    if bytes.len() != 32 + pad || &bytes[..8] != MAGIC {
         return Err(format!("{} bytes, no header", bytes.len()));
     }
     let (body, sum) = bytes.split_at(bytes.len() - 8);
@@ -608,6 +653,9 @@ fn parse_state(bytes: &[u8], part: u64) -> Result<(u64, u64), String> {
     }
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     let (step, value) = (word(8), word(16));
+    if job.text {
+        return Ok((step, value));
+    }
     let mut x = step ^ value.rotate_left(29) ^ part.wrapping_mul(0xd1b5_4a32_d192_ed03);
     for chunk in body[24..].chunks(8) {
         x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
