@@ -328,16 +328,33 @@ fn an_interval_added_or_removed_between_runs_just_works() {
 #[test]
 fn a_renamed_store_warns_that_the_old_one_is_ignored() {
     let sandbox = two_checkpoints("store-renamed", &[]);
-    let out = run(job(&sandbox, &["--store", "renamed"]));
-    assert_eq!(out.code(), Some(85), "{}", out.stderr);
-    assert_eq!(
-        out.stderr.trim_end(),
-        "ckptrun: renamed: a new store; the store ckptrun.store beside it (ckptrun.store.0 ..) \
-         is ignored: give --store ckptrun.store to restart from it"
-    );
-    // Once it has generations of its own, it says nothing.
-    let out = run(job(&sandbox, &["--store", "renamed"]));
-    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    // The old store's newest generation in either slot: .0, then .1 (its
+    // .0 then in .ckptrun.store/older).
+    for (name, newest) in [("renamed", "0"), ("renamed-again", "1")] {
+        assert!(sandbox.dir.join(format!("{STORE}.{newest}")).exists());
+        let mut renamed = job(&sandbox, &["--store", name]);
+        let out = run(renamed.env("N", "10"));
+        assert_eq!(out.code(), Some(85), "{}", out.stderr);
+        assert_eq!(
+            out.stderr.trim_end(),
+            format!(
+                "ckptrun: {name}: a new store; the store ckptrun.store beside it \
+                 (ckptrun.store.0 ..) is ignored: give --store ckptrun.store to restart from it"
+            )
+        );
+        // Once it has generations of its own, it says nothing.
+        let mut renamed = job(&sandbox, &["--store", name]);
+        let out = run(renamed.env("N", "10"));
+        assert!(out.stderr.is_empty(), "{}", out.stderr);
+        // Gone, so that the next turn finds the old store alone; then
+        // one more commit of the old store, to its other slot.
+        std::fs::remove_dir_all(sandbox.dir.join(format!(".{name}"))).unwrap();
+        for slot in slots(&sandbox.dir, name) {
+            std::fs::remove_file(slot).unwrap();
+        }
+        let mut again = job(&sandbox, &[]);
+        assert_eq!(run(again.env("N", "10")).code(), Some(85));
+    }
 }
 
 #[test]

@@ -301,14 +301,15 @@ impl Store {
                 Some(o) if !said && !o.is_empty() && o != base.to_bytes() => o,
                 _ => return Ok(()),
             };
-            let mut first = heapless::Vec::<u8, 260>::new();
-            let _ = first.extend_from_slice(other);
-            if first.extend_from_slice(b".0\0").is_err() {
-                return Ok(());
-            }
-            let is_store =
-                CStr::from_bytes_with_nul(&first).is_ok_and(|first| tree::stat(dir, first).is_ok());
-            if is_store {
+            // Its first slot at the top, or the directory of older
+            // generations its scratch holds (its newest may be in any slot).
+            let at = |head: &[u8], tail: &[u8]| {
+                let mut path = heapless::Vec::<u8, 260>::new();
+                path.extend_from_slice(head).is_ok()
+                    && path.extend_from_slice(tail).is_ok()
+                    && CStr::from_bytes_with_nul(&path).is_ok_and(|p| tree::stat(dir, p).is_ok())
+            };
+            if at(other, b".0\0") || at(name.to_bytes(), b"/older\0") {
                 said = true;
                 let other = String::from_utf8_lossy(other);
                 log.warn(format_args!(
