@@ -43,9 +43,10 @@ Under Slurm, every SIGTERM but a plain scancel's is an eviction
 (see docs/slurm.md).
 
 Options for every checkpointing mode:
-  -c, --ckpt PATH         condor: the checkpoint file [default: PROGRAM as
-                          given + .ckpt]; self: a file or directory the job
-                          writes its checkpoint to (repeatable)
+  -c, --ckpt PATH         (not dmtcp) condor: the checkpoint file [default:
+                          PROGRAM as given + .ckpt]; self: a file or
+                          directory the job writes its checkpoint to
+                          (repeatable)
       --ckpt-exit-code N  exit code meaning \"checkpointed: transfer and
                           restart me\" [default: 85]
       --exit-by-signal SIG
@@ -93,6 +94,8 @@ Options for --mode dmtcp:
       --images-dir DIR    where DMTCP writes images before ckptrun commits
                           them; must be the same path on every node, as
                           DMTCP records it [default: /tmp]
+      --interval-continue with --interval: checkpoint every SECS, the job
+                          running on
 
 Options for --mode self:
       --job-ckpt-exit N   the job's own exit code after a checkpoint
@@ -100,7 +103,8 @@ Options for --mode self:
                           the job dies by SIG after a checkpoint
       --ckpt-signal SIG   how to ask the job for a checkpoint; sent on
                           eviction (SIGTERM, the job ad's KillSig) and every
-                          --interval [default: SIGTERM is passed on as is]
+                          --interval, which needs it, as --ckpt-continue
+                          does [default: SIGTERM is passed on as is]
       --ckpt-continue     a --interval request means \"checkpoint and keep
                           running\"; the job must replace each PATH by rename
       --restart-arg ARG   appended after ARG... when restarting from a
