@@ -128,6 +128,82 @@ fn a_damaged_description_or_manifest_is_caught_too() {
     }
 }
 
+/// The mode line of the newest generation's description changed to a
+/// mode no ckptrun has: damage, the generation before restored (it was
+/// refused as another mode's, with no fall-back). Made intact (its hash
+/// listed anew), it is refused as a mode this ckptrun does not know.
+#[test]
+fn a_changed_mode_line_is_damage_and_an_unknown_mode_is_refused() {
+    for hash_too in [false, true] {
+        let sandbox = two_checkpoints(&format!("mode-line-{hash_too}"), &[]);
+        let newest = slot_of(&sandbox.dir, STORE, 2);
+        let description = tar_member(&newest, ".ckptrun").unwrap();
+        let mut edited = std::fs::read(&newest).unwrap();
+        replace_once(&mut edited, b"\nmode self\n", b"\nmode selg\n");
+        if hash_too {
+            let changed = String::from_utf8(description).unwrap();
+            let changed = changed.replace("mode self", "mode selg");
+            let (old, new) = (xxh3(changed.replace("selg", "self")), xxh3(changed));
+            replace_once(&mut edited, old.as_bytes(), new.as_bytes());
+        }
+        std::fs::write(&newest, edited).unwrap();
+        let out = run(job(&sandbox, &[]));
+        if !hash_too {
+            assert_eq!(out.code(), Some(85), "{}", out.stderr);
+            assert!(
+                out.stderr.contains(
+                    "generation 2 is damaged (member .ckptrun does not match its checksum): \
+                     restarting from generation 1"
+                ),
+                "{}",
+                out.stderr
+            );
+            continue;
+        }
+        assert_eq!(out.code(), Some(125), "{}", out.stderr);
+        assert_one_error_line(
+            &out,
+            "ckptrun.store.0 holds a checkpoint of --mode (unknown), not --mode self",
+        );
+        assert_eq!(generations(&sandbox.dir, STORE), [1, 2], "nothing changed");
+        let top: Vec<_> = std::fs::read_dir(&sandbox.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.contains("ckptrun-new"))
+            .collect();
+        assert!(top.is_empty(), "left behind: {top:?}");
+    }
+}
+
+/// `bytes` with the one occurrence of `old` replaced by `new`, as long.
+fn replace_once(bytes: &mut [u8], old: &[u8], new: &[u8]) {
+    assert_eq!(old.len(), new.len());
+    let at: Vec<usize> = (0..=bytes.len() - old.len())
+        .filter(|&i| &bytes[i..i + old.len()] == old)
+        .collect();
+    assert_eq!(
+        at.len(),
+        1,
+        "{:?} found {} times",
+        String::from_utf8_lossy(old),
+        at.len()
+    );
+    bytes[at[0]..at[0] + old.len()].copy_from_slice(new);
+}
+
+/// The XXH3-64 of `text` in hex, as `xxhsum -H3` gives it.
+fn xxh3(text: String) -> String {
+    let mut sum = Command::new("xxhsum")
+        .args(["-H3", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut sum.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = String::from_utf8(sum.wait_with_output().unwrap().stdout).unwrap();
+    out.split_whitespace().last().unwrap().to_string()
+}
+
 #[test]
 fn a_cut_off_generation_is_not_restored() {
     let sandbox = two_checkpoints("cut", &[]);

@@ -220,6 +220,11 @@ impl Store {
         // allocated: the two are never held at once.
         crate::os::stack::release();
         match newest {
+            // Intact, but of a mode this ckptrun does not know.
+            Some((number, _, _)) if (self.tag.owner)(&meta) != Some(self.tag.name) => {
+                restore.unprepare();
+                Err(self.other_mode(&self.slots.of(number), (self.tag.owner)(&meta)))
+            }
             Some((number, file, prepared)) => {
                 restore
                     .put_in_place(file.as_fd(), &meta, prepared, log)
@@ -266,7 +271,9 @@ impl Store {
         }
     }
 
-    /// A store whose newest generation is another mode's is refused.
+    /// A store whose newest generation is another mode's is refused. One
+    /// that names no mode this ckptrun knows is left to the restore, which
+    /// refuses it only if it is intact: a damaged name is damage.
     fn check_tag(&self) -> Result<(), Error> {
         let Some(slot) = self.slots.newest().and_then(|g| self.slots.find(g)) else {
             return Ok(());
@@ -276,18 +283,23 @@ impl Store {
             return Ok(());
         }
         match (self.tag.owner)(&meta) {
-            Some(owner) if owner == self.tag.name => Ok(()),
-            owner => Err(Error::usage(
-                self.name(),
-                format_args!(
-                    "{} holds a checkpoint of --mode {}, not --mode {}: run with that mode, \
-                     or give another --store",
-                    self.slots.at(slot),
-                    owner.unwrap_or("(unknown)"),
-                    self.tag.name
-                ),
-            )),
+            Some(owner) if owner != self.tag.name => {
+                Err(self.other_mode(&self.slots.at(slot), Some(owner)))
+            }
+            _ => Ok(()),
         }
+    }
+
+    fn other_mode(&self, slot: &dyn fmt::Display, owner: Option<&str>) -> Error {
+        Error::usage(
+            self.name(),
+            format_args!(
+                "{slot} holds a checkpoint of --mode {}, not --mode {}: run with that mode, \
+                 or give another --store",
+                owner.unwrap_or("(unknown)"),
+                self.tag.name
+            ),
+        )
     }
 
     /// At a first start: another store beside this one is likely this
