@@ -47,7 +47,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     internal_error::report_panics();
     sys::hold_standard_fds();
     let argv = args(argc, argv);
-    let mut config = match config::parse(argv.clone(), |name| std::env::var_os(name)) {
+    let mut config = match config::parse(argv.clone(), sys::var_os) {
         Ok(Request::Run(config)) => *config,
         Ok(Request::Help) => return print(config::HELP),
         Ok(Request::Version) => return print(&version()),
@@ -65,7 +65,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
         }
     }
     // Its frame is large: entered only when HTCondor gave an ad.
-    if config.mode != Mode::Init && std::env::var_os(jobad::ENV).is_some() {
+    if config.mode != Mode::Init && sys::var_os(jobad::ENV).is_some() {
         read_job_ad(&mut config, &log);
     }
     match run(&config, &inherited, &log) {
@@ -80,7 +80,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
 #[inline(never)]
 fn read_job_ad(config: &mut Config, log: &Log) {
     let mut ad = jobad::JobAd::default();
-    if !jobad::from_env(|name| std::env::var_os(name), &mut ad, log) {
+    if !jobad::from_env(sys::var_os, &mut ad, log) {
         return;
     }
     config.apply_job_ad(&ad, log);
@@ -150,7 +150,7 @@ fn dmtcp_as_pid_1(
 
 /// Plans, starts and supervises the job; returns how ckptrun should end.
 fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Error> {
-    let path = program::locate(&config.program, std::env::var_os("PATH"))?;
+    let path = program::locate(&config.program, sys::var_os("PATH"))?;
     let stdio = spawn::Stdio::files(
         config.stdin.as_deref(),
         config.stdout.as_deref(),
@@ -197,7 +197,7 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
 /// Under HTCondor: the sandbox, and the names in it that are not the
 /// job's outputs, to mark changed at its end.
 fn outputs_under_htcondor(config: &Config) -> Option<Outputs> {
-    let dir = std::env::var_os("_CONDOR_SCRATCH_DIR")?;
+    let dir = sys::var_os("_CONDOR_SCRATCH_DIR")?;
     let sandbox = rustix::fs::open(
         dir.as_os_str(),
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,

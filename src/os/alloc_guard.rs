@@ -18,7 +18,7 @@ pub fn arm() {
 /// allocate once after the job started, so a test can see that the guard
 /// is live. Read before arming (reading the environment allocates).
 pub fn test_allocation_requested() -> bool {
-    cfg!(debug_assertions) && std::env::var_os("CKPTRUN_TEST_ALLOCATE_AFTER_SPAWN").is_some()
+    cfg!(debug_assertions) && crate::os::sys::var_os("CKPTRUN_TEST_ALLOCATE_AFTER_SPAWN").is_some()
 }
 
 /// Allocates (see `test_allocation_requested`).

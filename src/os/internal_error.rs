@@ -75,7 +75,7 @@ fn identity() -> &'static str {
 /// abort).
 #[cfg(debug_assertions)]
 pub fn test_panic_requested() -> bool {
-    std::env::var_os("CKPTRUN_TEST_PANIC_AFTER_SPAWN").is_some()
+    crate::os::sys::var_os("CKPTRUN_TEST_PANIC_AFTER_SPAWN").is_some()
 }
 
 /// Panics as a bug would (with a fixed message: a formatted one would

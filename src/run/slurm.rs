@@ -159,7 +159,7 @@ struct Query {
 
 impl Query {
     fn prepare(job: SlurmJob) -> Result<Self, Error> {
-        let path = program::locate("scontrol".as_ref(), std::env::var_os("PATH"))?;
+        let path = program::locate("scontrol".as_ref(), crate::os::sys::var_os("PATH"))?;
         let (answers, into) = sys::answer_pipe().map_err(|e| Error::os("a pipe", e))?;
         let args = ["-o", "show", "job"]
             .into_iter()

@@ -193,7 +193,7 @@ const TMP_PATH_MAX: usize = 512;
 /// ever. A user who set DMTCP_TMPDIR chose; a path too long for DMTCP
 /// (TMP_PATH_MAX) leaves DMTCP's default.
 fn temporary(store: &Store, scratch_at: &Path, log: &Log) -> Result<(), Error> {
-    if std::env::var_os("DMTCP_TMPDIR").is_some() {
+    if crate::os::sys::var_os("DMTCP_TMPDIR").is_some() {
         return Ok(());
     }
     let name = coordinator::TMP;
@@ -292,7 +292,7 @@ fn absolute(path: &Path, cwd: &Path) -> PathBuf {
 /// compresses a DMTCP job's images"). A user who set DMTCP_GZIP chose.
 /// The job's environment keeps the choice across restarts.
 fn ckptrun_compresses() -> bool {
-    std::env::var_os("DMTCP_GZIP").is_none()
+    crate::os::sys::var_os("DMTCP_GZIP").is_none()
 }
 
 #[cfg(test)]

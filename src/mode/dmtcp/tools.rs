@@ -101,7 +101,7 @@ fn find_one(name: &str, dir: Option<&OsStr>, path_var: Option<&OsStr>) -> Result
 /// dmtcp_launch execs it only once the coordinator runs, so this says now,
 /// as an exec would, if it cannot.
 pub fn find_tools(config: &Config, path: &Path) -> Result<Tools, Error> {
-    let tools = Tools::find(config.dmtcp_dir.as_deref(), std::env::var_os("PATH"))?;
+    let tools = Tools::find(config.dmtcp_dir.as_deref(), crate::os::sys::var_os("PATH"))?;
     tools.check_install()?;
     crate::os::program::check_executable(path)?;
     if crate::os::program::is_static_elf(path) == Some(true) {
