@@ -666,6 +666,84 @@ fn an_io_error_in_the_commit_keeps_the_last_generation() {
     assert_eq!(result(&sandbox), "done after 3 runs\n");
 }
 
+/// An I/O error reading the newest generation (EIO injected by strace,
+/// as a failing disk returns it), at its first read or only in the
+/// check's reads of its data: the start stops (exit 125), saying which
+/// file cannot be read; no generation is passed over, called damaged or
+/// set aside, even with --fresh-if-damaged; and once the file reads, the
+/// job goes on from it. Before, the first restored generation 1 (the
+/// work after it lost), the second was an internal error.
+#[test]
+fn a_generation_that_cannot_be_read_stops_the_start_with_nothing_set_aside() {
+    const PAD: &str = "4194304";
+    for (when, extra) in [("1+", &[][..]), ("20+", &["--fresh-if-damaged"][..])] {
+        let sandbox = Sandbox::new(&format!("unreadable-{}", &when[..when.len() - 1]));
+        // 4 MiB of random bytes, stored raw: the check reads them 128 KiB
+        // at a time, where a scan reads headers in fewer than 20 reads.
+        for _ in 0..2 {
+            let mut commit = job_of(&sandbox, &[], &random_job());
+            assert_eq!(run(commit.env("PAD", PAD)).code(), Some(85));
+        }
+        // No in-place restart: the next start restores.
+        let scratch = sandbox.dir.join(".ckptrun.store");
+        std::fs::remove_dir_all(scratch.join("kept")).unwrap();
+        std::fs::remove_file(scratch.join("kept.record")).unwrap();
+        let newest = slot_of(&sandbox.dir, STORE, 2);
+        let trace = sandbox.path("trace");
+        let mut cmd = Command::new("strace");
+        cmd.args(["-f", "-qq", "-o"])
+            .arg(&trace)
+            .arg("-P")
+            .arg(&newest)
+            .args(["-e", "trace=pread64", "-e"])
+            .arg(format!("inject=pread64:error=EIO:when={when}"))
+            .arg(CKPTRUN)
+            .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+            .args(extra)
+            .args(["--", "sh", "-c", &random_job()])
+            .current_dir(&sandbox.dir)
+            .env_remove("_CONDOR_JOB_AD")
+            .env("PAD", PAD);
+        let out = run(cmd);
+        assert_eq!(out.code(), Some(125), "{when}: {}", out.stderr);
+        assert_eq!(
+            out.stderr,
+            format!(
+                "ckptrun: {}: cannot be read (I/O error): no generation is restored or set \
+                 aside\nckptrun: ckptrun.store: read a slot: I/O error\n",
+                newest.file_name().unwrap().to_str().unwrap()
+            ),
+            "{when}"
+        );
+        let trace = std::fs::read_to_string(&trace).unwrap();
+        let struck = trace.lines().filter(|l| l.ends_with("(INJECTED)"));
+        let data = struck.filter(|l| l.contains(", 131072, ")).count();
+        assert_eq!(
+            data > 0,
+            when == "20+",
+            "{when}: reads of the data struck:\n{trace}"
+        );
+        assert_eq!(generations(&sandbox.dir, STORE), [1, 2], "{when}");
+        let left: Vec<_> = names_in(&sandbox.dir)
+            .into_iter()
+            .chain(names_in(&scratch))
+            .filter(|n| n.contains("ckptrun-new") || n.starts_with("damaged"))
+            .collect();
+        assert!(left.is_empty(), "{when}: left behind: {left:?}");
+        let mut again = job_of(&sandbox, &[], &random_job());
+        assert_eq!(run(again.env("PAD", PAD)).code(), Some(0), "{when}");
+        assert_eq!(result(&sandbox), "done after 3 runs\n", "{when}");
+    }
+}
+
+/// The names in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
 #[test]
 fn periodic_commits_that_keep_failing_end_the_job_after_one_retry() {
     let sandbox = Sandbox::new("periodic-full");

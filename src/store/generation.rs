@@ -274,11 +274,14 @@ pub fn encode(bad: Bad) -> u64 {
     }
 }
 
+/// What `encode` made; 0 (no errno: a verdict sent without its detail,
+/// as `verify::check_preparing` sends it) reads as an I/O error.
 pub fn decode(n: u64) -> Bad {
-    match n >> 32 {
-        1 => Bad::Torn,
-        2 => Bad::Malformed,
-        _ => Bad::Io(Errno::from_raw_os_error(n as u32 as i32)),
+    match (n >> 32, n as u32 as i32) {
+        (1, _) => Bad::Torn,
+        (2, _) => Bad::Malformed,
+        (_, 0) => Bad::Io(Errno::IO),
+        (_, e) => Bad::Io(Errno::from_raw_os_error(e)),
     }
 }
 

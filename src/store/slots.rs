@@ -187,25 +187,31 @@ impl Slots {
         Ok(())
     }
 
-    /// What slot `slot`'s file in `place` holds.
+    /// What slot `slot`'s file in `place` holds. A file that is not a
+    /// generation (torn, foreign, a directory) is ignored, said; one that
+    /// cannot be read is said (see `unread`).
     fn read(&self, slot: u32, place: Place, log: Option<&Log>) -> Result<SlotState, Failed> {
         let name = self.file(slot);
         let dir = self.dir_of(place);
-        let file = match rustix::fs::openat(dir, name.c(), tree::read_flags(), Mode::empty()) {
-            Ok(file) => file,
+        let bad = match rustix::fs::openat(dir, name.c(), tree::read_flags(), Mode::empty()) {
             Err(Errno::NOENT) => return Ok(SlotState::Absent),
             Err(e) => return Err(at("open a slot")(e)),
-        };
-        Ok(match read_number(file.as_fd()) {
-            Ok(Some(g)) => SlotState::Generation(g),
-            Ok(None) => SlotState::Empty,
-            Err(bad) => {
-                if let Some(log) = log {
-                    log.warn(format_args!("{}: {bad}; ignored", self.shown(slot, place)));
+            Ok(file) => match read_number(file.as_fd()) {
+                Ok(Some(g)) => return Ok(SlotState::Generation(g)),
+                Ok(None) => return Ok(SlotState::Empty),
+                Err(Bad::Io(e)) if e != Errno::ISDIR => {
+                    if let Some(log) = log {
+                        let _ = unread(&self.shown(slot, place), e, log);
+                    }
+                    return Ok(SlotState::Unreadable(e));
                 }
-                SlotState::Bad
-            }
-        })
+                Err(bad) => bad,
+            },
+        };
+        if let Some(log) = log {
+            log.warn(format_args!("{}: {bad}; ignored", self.shown(slot, place)));
+        }
+        Ok(SlotState::Bad)
     }
 
     /// Creates every slot of this `--keep` that is missing, empty, at the
@@ -416,6 +422,18 @@ impl Slots {
             .and_then(|()| rustix::fs::fsync(self.dir()))
             .map_err(at("fsync the store's directories"))
     }
+}
+
+/// A slot whose file cannot be read (an I/O error): not damage, so no
+/// generation is called damaged or passed over for it. The start stops
+/// (exit 125) with nothing set aside: the spool still has the file, and
+/// a held job, released, reads it again.
+pub fn unread(slot: &dyn fmt::Display, e: Errno, log: &Log) -> Failed {
+    log.warn(format_args!(
+        "{slot}: cannot be read ({}): no generation is restored or set aside",
+        crate::os::sys::strerror(e)
+    ));
+    at("read a slot")(e)
 }
 
 /// The slot files of the store `name` with `keep` older generations, as

@@ -12,6 +12,8 @@
 //! Every slot there is (up to MAX_KEEP) is read, so `--keep` may change
 //! between runs. Nothing here allocates after `Table::new`.
 
+use rustix::io::Errno;
+
 /// The most older generations `--keep` may ask for.
 pub const MAX_KEEP: u32 = 64;
 const ALL: usize = MAX_KEEP as usize + 1;
@@ -63,6 +65,9 @@ pub enum SlotState {
     Empty,
     /// Cut off, or not an archive ckptrun wrote.
     Bad,
+    /// Its file could not be read (an I/O error): not damage, see
+    /// `slots::unread`.
+    Unreadable(Errno),
     Generation(u64),
 }
 
@@ -143,7 +148,7 @@ impl Table {
             let holds = match s {
                 SlotState::Absent => false,
                 SlotState::Empty => empty_too,
-                SlotState::Bad | SlotState::Generation(_) => true,
+                SlotState::Bad | SlotState::Unreadable(_) | SlotState::Generation(_) => true,
             };
             if holds && self.place(slot) == place {
                 set.insert(slot);
@@ -203,6 +208,14 @@ impl Table {
             }
         }
         bad
+    }
+
+    /// The error a slot's file could not be read with, if any.
+    pub fn unreadable(&self) -> Option<Errno> {
+        self.states.iter().find_map(|s| match s {
+            SlotState::Unreadable(e) => Some(*e),
+            _ => None,
+        })
     }
 
     /// The number the next generation gets: past every generation in the

@@ -164,16 +164,25 @@ pub fn newest_intact(
     log: &Log,
 ) -> Result<Option<(u64, OwnedFd, Prepared)>, Failed> {
     slots.scan(Some(log))?;
+    if let Some(e) = slots.unreadable() {
+        return Err(at("read a slot")(e));
+    }
     let mut bad = slots.bad();
     let mut newer = below;
     // The damaged generation last seen, said once the next is known.
     let mut pending: Option<(u64, u32, Why)> = None;
+    // A generation that could not be read: the search stops there.
+    let mut unread = None;
     while let Some((g, slot)) = slots.below(newer) {
         newer = Some(g);
         let file = slots.open(slot, meta)?;
         let (verdict, prepared) = check_preparing(file.as_fd(), meta, restore);
         if let Check::Damaged(why) = verdict {
             restore.unprepare();
+            if let Damage::Archive(Bad::Io(e)) = why {
+                unread = Some((slot, e));
+                break;
+            }
             bad.insert(slot);
             if let Some(older) = pending.replace((g, slot, Why(why, file))) {
                 say_damaged(slots, older, None, log);
@@ -193,6 +202,9 @@ pub fn newest_intact(
     }
     if let Some(damaged) = pending {
         say_damaged(slots, damaged, None, log);
+    }
+    if let Some((slot, e)) = unread {
+        return Err(crate::store::slots::unread(&slots.at(slot), e, log));
     }
     slots.table_mut().mark_damaged(bad);
     Ok(None)
