@@ -736,6 +736,28 @@ fn a_generation_that_cannot_be_read_stops_the_start_with_nothing_set_aside() {
     }
 }
 
+/// A symbolic link in a slot's place (which ckptrun never follows) is
+/// not a generation it wrote: ignored and said, as a torn file is; it
+/// made every start fail ("open a slot: Symbolic link loop"), the newest
+/// generation intact beside it.
+#[test]
+fn a_symbolic_link_in_a_slots_place_is_ignored() {
+    let sandbox = two_checkpoints("slot-link", &[]);
+    let older = slot_of(&sandbox.dir, STORE, 1);
+    let moved = sandbox.path("generation-1");
+    std::fs::rename(&older, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &older).unwrap();
+    let scratch = sandbox.dir.join(".ckptrun.store");
+    std::fs::remove_dir_all(scratch.join("kept")).unwrap();
+    std::fs::remove_file(scratch.join("kept.record")).unwrap();
+    let stderr = run_once(&sandbox, &[], 0);
+    assert_eq!(
+        stderr,
+        "ckptrun: .ckptrun.store/older/ckptrun.store.1: not an archive ckptrun wrote; ignored\n"
+    );
+    assert_eq!(result(&sandbox), "done after 3 runs\n");
+}
+
 /// The names in `dir`.
 fn names_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)

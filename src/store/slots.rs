@@ -188,13 +188,15 @@ impl Slots {
     }
 
     /// What slot `slot`'s file in `place` holds. A file that is not a
-    /// generation (torn, foreign, a directory) is ignored, said; one that
-    /// cannot be read is said (see `unread`).
+    /// generation (torn, foreign, a directory, a symbolic link) is ignored,
+    /// said; one that cannot be read is said (see `unread`).
     fn read(&self, slot: u32, place: Place, log: Option<&Log>) -> Result<SlotState, Failed> {
         let name = self.file(slot);
         let dir = self.dir_of(place);
         let bad = match rustix::fs::openat(dir, name.c(), tree::read_flags(), Mode::empty()) {
             Err(Errno::NOENT) => return Ok(SlotState::Absent),
+            // The name itself is a link (never followed): not ckptrun's.
+            Err(Errno::LOOP) => Bad::Malformed,
             Err(e) => return Err(at("open a slot")(e)),
             Ok(file) => match read_number(file.as_fd()) {
                 Ok(Some(g)) => return Ok(SlotState::Generation(g)),
