@@ -766,6 +766,85 @@ fn names_in(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// EIO injected into the fsync of the store's directory that follows the
+/// commit's rename: the generation is committed (the rename is the
+/// commit, of an archive already fsync'd), said with a warning, and the
+/// next start restores it. It was exit 123 saying the last generation was
+/// kept, and the next start restored the new one all the same.
+#[test]
+fn a_failed_fsync_of_the_directory_after_the_rename_is_a_warning() {
+    let sandbox = two_checkpoints("dir-fsync", &[]);
+    let trace = sandbox.path("trace");
+    let mut cmd = Command::new("strace");
+    cmd.env("N", "4");
+    cmd.args(["-f", "-qq", "-o"])
+        .arg(&trace)
+        .arg("-P")
+        .arg(&sandbox.dir)
+        .args(["-e", "trace=fsync,renameat", "-e"])
+        .arg("inject=fsync:error=EIO:when=2")
+        .arg(CKPTRUN)
+        .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+        .args(["--", "sh", "-c", &zero_job()])
+        .current_dir(&sandbox.dir)
+        .env_remove("_CONDOR_JOB_AD");
+    let out = run(cmd);
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let calls: Vec<&str> = trace.lines().collect();
+    let renamed = calls
+        .iter()
+        .position(|l| l.contains("\"building\""))
+        .unwrap_or_else(|| panic!("no rename of the archive:\n{trace}"));
+    assert!(
+        calls
+            .get(renamed + 1)
+            .is_some_and(|l| l.contains("fsync(") && l.ends_with("(INJECTED)")),
+        "the fsync after the rename was not the one struck:\n{trace}"
+    );
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let newest = slot_of(&sandbox.dir, STORE, 3);
+    assert!(
+        out.stderr.contains(&format!(
+            "ckptrun: {}: generation 3 committed, but the store's directory could not be \
+             fsync'd (I/O error): a crash of the machine may lose it",
+            newest.file_name().unwrap().to_str().unwrap()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(count_in(&newest), "3");
+    let mut again = job(&sandbox, &[]);
+    assert_eq!(run(again.env("N", "4")).code(), Some(0));
+    assert_eq!(result(&sandbox), "done after 4 runs\n");
+}
+
+/// A FIFO under a --ckpt directory is not checkpoint data: the commit
+/// fails (exit 123, the last generation kept) saying so, where it said
+/// only "write the archive: Not supported".
+#[test]
+fn a_fifo_under_a_ckpt_path_fails_the_commit_saying_why() {
+    let sandbox = Sandbox::new("fifo");
+    std::fs::create_dir(sandbox.path("d")).unwrap();
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "d",
+        "--job-ckpt-exit",
+        "17",
+        "--",
+        "sh",
+        "-c",
+        "echo a > d/a && mkfifo d/f && exit 17",
+    ]));
+    assert_eq!(out.code(), Some(123), "{}", out.stderr);
+    assert_one_error_line(
+        &out,
+        "store a FIFO, socket or device under a --ckpt path: Not supported",
+    );
+    assert_eq!(generations(&sandbox.dir, STORE), [0]);
+}
+
 #[test]
 fn periodic_commits_that_keep_failing_end_the_job_after_one_retry() {
     let sandbox = Sandbox::new("periodic-full");

@@ -83,9 +83,19 @@ pub fn write(
     );
     let done = built.and_then(|()| {
         rustix::fs::renameat(scratch.dir(), BUILDING, slots.dir(), slots.file(slot).c())
-            .map_err(at("rename the archive into its slot"))?;
-        rustix::fs::fsync(slots.dir()).map_err(at("fsync the store's directory"))
+            .map_err(at("rename the archive into its slot"))
     });
+    // The rename is the commit, of an archive already fsync'd: a failure
+    // to fsync the directory after it leaves the generation committed,
+    // only less sure to outlive a crash of the machine.
+    if let (Ok(()), Err(e)) = (&done, rustix::fs::fsync(slots.dir())) {
+        log.warn(format_args!(
+            "{}: generation {g} committed, but the store's directory could not be \
+             fsync'd ({}): a crash of the machine may lose it",
+            slots.at(slot),
+            crate::os::sys::strerror(e)
+        ));
+    }
     for name in [BUILDING, SUMS] {
         let _ = rustix::fs::unlinkat(scratch.dir(), name, AtFlags::empty());
     }
@@ -176,13 +186,17 @@ fn hold(slots: &Slots, slot: u32) -> Option<Held> {
 
 /// The steps `build` can fail at, as its child names them (the last one
 /// for any other).
-const STEPS: [&str; 5] = [
+const STEPS: [&str; 6] = [
     "create the archive",
     "create the manifest",
     "describe the generation",
     "fsync the archive",
+    UNSTORABLE,
     "write the archive",
 ];
+
+/// The step a --ckpt path that is no file, directory or link fails.
+const UNSTORABLE: &str = "store a FIFO, socket or device under a --ckpt path";
 
 /// `build`, in a child beside ckptrun (`Beside`): the frames of the
 /// archive's writer (paths, pax records, the description: some 100 KiB
@@ -236,6 +250,10 @@ fn build(
     w.bytes(META, 0o644, &meta)
         .and_then(|()| fill(&mut w))
         .and_then(|()| w.finish())
-        .map_err(at("write the archive"))?;
+        .map_err(|e| match e {
+            // What `Writer::tree_at` refuses: not checkpoint data.
+            Errno::OPNOTSUPP => at(UNSTORABLE)(e),
+            _ => at("write the archive")(e),
+        })?;
     rustix::fs::fsync(&out).map_err(at("fsync the archive"))
 }
