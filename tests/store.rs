@@ -536,6 +536,37 @@ fn a_full_disk_fails_the_commit_cleanly_and_the_next_start_works() {
     assert_eq!(count_in(&slot_of(&in_disk.dir, STORE, 2)), "2");
 }
 
+/// A restore that finds no room for the copy (a full disk) fails, exit
+/// 125, and takes its partial copy away (it held the room, and sat at the
+/// top of the sandbox for HTCondor to upload); with room again, the next
+/// start restores.
+#[test]
+fn a_restore_without_room_leaves_no_partial_copy() {
+    let sandbox = Sandbox::new("restore-full");
+    let Some(in_disk) = SmallDisk::mount(&sandbox, "3m", "a_restore_without_room") else {
+        return;
+    };
+    let mut commit = job_of(&in_disk, &["--keep", "0"], &random_job());
+    assert_eq!(run(commit.env("PAD", "1000000")).code(), Some(85));
+    let scratch = in_disk.path(".ckptrun.store");
+    std::fs::remove_dir_all(scratch.join("kept")).unwrap();
+    std::fs::remove_file(scratch.join("kept.record")).unwrap();
+    // About 1.5 MB of the 3 MB taken: no room for a 1 MB copy.
+    std::fs::write(in_disk.path("filler"), vec![1u8; 1_500_000]).unwrap();
+    let out = run(job_of(&in_disk, &["--keep", "0"], &random_job()));
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_one_error_line(&out, "No space left on device");
+    let partial: Vec<_> = names_in(&in_disk.dir)
+        .into_iter()
+        .filter(|n| n.contains("ckptrun-new"))
+        .collect();
+    assert!(partial.is_empty(), "left at the top: {partial:?}");
+    std::fs::remove_file(in_disk.path("filler")).unwrap();
+    let mut again = job_of(&in_disk, &["--keep", "0"], &random_job());
+    assert_eq!(run(again.env("PAD", "1000000")).code(), Some(85));
+    assert_eq!(count_in(&slot_of(&in_disk.dir, STORE, 2)), "2");
+}
+
 #[test]
 fn a_commit_without_room_for_two_compressing_processes_is_made_by_one() {
     // 12 MiB of text, then 12 of noise: compressed, some 12 MiB. One

@@ -137,11 +137,17 @@ impl<'a, 'e> Restore<'a, 'e> {
             self.unprepare();
             self.work.make_room()?;
             let mut expanded = Fold::default();
-            self.prepare(archive, meta, &mut expanded)?;
-            if prepared.listed.is_some_and(|listed| listed != expanded) {
+            let remade =
+                self.prepare(archive, meta, &mut expanded)
+                    .and_then(|()| match prepared.listed {
+                        Some(listed) if listed != expanded => Err(copy_differs()),
+                        _ => Ok(()),
+                    });
+            // A copy cut short (a full disk) goes too: it holds room.
+            if remade.is_err() {
                 self.unprepare();
-                return Err(copy_differs());
             }
+            remade?;
         }
         self.work.put_in_place(log)
     }
