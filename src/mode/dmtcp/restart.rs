@@ -160,7 +160,7 @@ fn images_in(restore_at: &Path) -> Result<Vec<OsString>, Errno> {
         }
         Ok(())
     })?;
-    found.sort();
+    found.sort_unstable();
     Ok(found)
 }
 
