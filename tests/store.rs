@@ -767,6 +767,99 @@ fn a_generation_that_cannot_be_read_stops_the_start_with_nothing_set_aside() {
     }
 }
 
+/// An in-place start (the working copy kept since the last commit) stops
+/// too when a slot cannot be read: it ran the job, and the commit then
+/// replaced that slot, saying nothing.
+#[test]
+fn an_in_place_start_stops_on_a_slot_that_cannot_be_read() {
+    let sandbox = two_checkpoints("unreadable-in-place", &[]);
+    let older = slot_of(&sandbox.dir, STORE, 1);
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(&older)
+        .args([
+            "-e",
+            "trace=pread64",
+            "-e",
+            "inject=pread64:error=EIO:when=1+",
+        ])
+        .arg(CKPTRUN)
+        .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+        .args(["--", "sh", "-c", &zero_job()])
+        .current_dir(&sandbox.dir)
+        .env_remove("_CONDOR_JOB_AD");
+    let out = run(cmd);
+    assert_eq!(out.code(), Some(125), "{}", out.stderr);
+    assert_eq!(
+        out.stderr,
+        "ckptrun: .ckptrun.store/older/ckptrun.store.1: cannot be read (I/O error): no \
+         generation is restored or set aside\nckptrun: ckptrun.store: read a slot: I/O error\n"
+    );
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 2]);
+    // Once it reads, the in-place restart goes on.
+    run_once(&sandbox, &[], 0);
+    assert_eq!(result(&sandbox), "done after 3 runs\n");
+}
+
+/// A slot that stops reading while the job runs (EIO injected by an
+/// strace attached after the start): the commit fails (exit 123) and
+/// changes nothing, where it took the unreadable slot for a torn one and
+/// replaced it (or, read as no generation at all, could reuse a number).
+#[test]
+fn a_slot_that_cannot_be_read_at_a_commit_fails_it_and_changes_nothing() {
+    let sandbox = two_checkpoints("unreadable-commit", &[]);
+    let older = slot_of(&sandbox.dir, STORE, 1);
+    let before: Vec<Vec<u8>> = [1, 2]
+        .map(|g| std::fs::read(slot_of(&sandbox.dir, STORE, g)).unwrap())
+        .into();
+    let ckptrun = job_of(
+        &sandbox,
+        &[],
+        "touch ready; while [ ! -e go ]; do sleep 0.02; done; echo 9 > state; exit 17",
+    )
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_until("the job started", || sandbox.path("ready").exists());
+    let pid = ckptrun.id().to_string();
+    let mut strace = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-p", &pid, "-P"])
+        .arg(&older)
+        .args([
+            "-e",
+            "trace=pread64",
+            "-e",
+            "inject=pread64:error=EIO:when=1+",
+        ])
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{pid}/status");
+    wait_until("strace is attached", || {
+        std::fs::read_to_string(&status).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("TracerPid:") && !l.ends_with("\t0"))
+        })
+    });
+    std::fs::write(sandbox.path("go"), "").unwrap();
+    let out = ckptrun.wait_with_output().unwrap();
+    let _ = strace.kill();
+    let _ = strace.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(123), "{stderr}");
+    assert!(
+        stderr.contains(".ckptrun.store/older/ckptrun.store.1: cannot be read (I/O error)")
+            && stderr.contains("read a slot: I/O error"),
+        "{stderr}"
+    );
+    assert_eq!(generations(&sandbox.dir, STORE), [1, 2]);
+    for (g, bytes) in [1, 2].into_iter().zip(before) {
+        assert_eq!(
+            std::fs::read(slot_of(&sandbox.dir, STORE, g)).unwrap(),
+            bytes
+        );
+    }
+}
+
 /// A symbolic link in a slot's place (which ckptrun never follows) is
 /// not a generation it wrote: ignored and said, as a torn file is; it
 /// made every start fail ("open a slot: Symbolic link loop"), the newest

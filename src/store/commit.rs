@@ -64,8 +64,10 @@ pub fn write(
     fill: Fill,
     log: &Log,
 ) -> Result<u32, Failed> {
-    // A description too long fails here, before a generation goes.
+    // A description too long fails here, before a generation goes; and
+    // a slot that cannot be read may hold any generation: none goes.
     Description::fits(g, tag, extra)?;
+    slots.check_readable(log)?;
     let slot = slots.next_slot();
     let newest_kept = is_newest_intact(slots, slot);
     let mut replaced = hold(slots, slot);
@@ -88,21 +90,26 @@ pub fn write(
     // The rename is the commit, of an archive already fsync'd: a failure
     // to fsync the directory after it leaves the generation committed,
     // only less sure to outlive a crash of the machine.
-    if let (Ok(()), Err(e)) = (&done, rustix::fs::fsync(slots.dir())) {
-        log.warn(format_args!(
-            "{}: generation {g} committed, but the store's directory could not be \
-             fsync'd ({}): a crash of the machine may lose it",
-            slots.at(slot),
-            crate::os::sys::strerror(e)
-        ));
-    }
+    let synced = done.is_ok_and(|()| match rustix::fs::fsync(slots.dir()) {
+        Ok(()) => true,
+        Err(e) => {
+            log.warn(format_args!(
+                "{}: generation {g} committed, but the store's directory could not be \
+                 fsync'd ({}): a crash of the machine may lose it",
+                slots.at(slot),
+                crate::os::sys::strerror(e)
+            ));
+            false
+        }
+    });
     for name in [BUILDING, SUMS] {
         let _ = rustix::fs::unlinkat(scratch.dir(), name, AtFlags::empty());
     }
     // The newest intact generation (--keep 0) stays until the rename
-    // replaces it (a copy in `.NAME/older` goes after it); then it is
-    // freed beside.
-    if newest_kept && done.is_ok() && slots.place(slot) == Place::Older {
+    // replaces it (a copy in `.NAME/older` goes after it, once the
+    // rename is durable: else the next start does it); then it is freed
+    // beside.
+    if newest_kept && synced && slots.place(slot) == Place::Older {
         remove(slots, slot);
     }
     for child in freed.into_iter().chain(replaced.map(Held::let_go)) {

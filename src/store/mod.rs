@@ -156,6 +156,7 @@ impl Store {
             return Ok((store, Opened::Created));
         }
         store.slots.fill().map_err(fail)?;
+        store.slots.check_readable(log).map_err(fail)?;
         store.check_tag()?;
         if let Some(g) = kept::reuse(&store.work, &store.slots, &store.scratch, log) {
             store.arrange(log);

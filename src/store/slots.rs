@@ -189,7 +189,7 @@ impl Slots {
 
     /// What slot `slot`'s file in `place` holds. A file that is not a
     /// generation (torn, foreign, a directory, a symbolic link) is ignored,
-    /// said; one that cannot be read is said (see `unread`).
+    /// said; one that cannot be read is marked so (`check_readable`).
     fn read(&self, slot: u32, place: Place, log: Option<&Log>) -> Result<SlotState, Failed> {
         let name = self.file(slot);
         let dir = self.dir_of(place);
@@ -201,12 +201,7 @@ impl Slots {
             Ok(file) => match read_number(file.as_fd()) {
                 Ok(Some(g)) => return Ok(SlotState::Generation(g)),
                 Ok(None) => return Ok(SlotState::Empty),
-                Err(Bad::Io(e)) if e != Errno::ISDIR => {
-                    if let Some(log) = log {
-                        let _ = unread(&self.shown(slot, place), e, log);
-                    }
-                    return Ok(SlotState::Unreadable(e));
-                }
+                Err(Bad::Io(e)) if e != Errno::ISDIR => return Ok(SlotState::Unreadable(e)),
                 Err(bad) => bad,
             },
         };
@@ -418,6 +413,14 @@ impl Slots {
         Ok(())
     }
 
+    /// Fails, saying which, if a slot could not be read (see `unread`).
+    pub fn check_readable(&self, log: &Log) -> Result<(), Failed> {
+        match self.table.unreadable() {
+            Some((slot, e)) => Err(unread(&self.at(slot), e, log)),
+            None => Ok(()),
+        }
+    }
+
     /// Both slot directories fsync'd: a moved generation is in one.
     fn sync_both(&self) -> Result<(), Failed> {
         rustix::fs::fsync(self.older.as_fd())
@@ -430,6 +433,7 @@ impl Slots {
 /// generation is called damaged or passed over for it. The start stops
 /// (exit 125) with nothing set aside: the spool still has the file, and
 /// a held job, released, reads it again.
+#[inline(never)] // One copy for its callers.
 pub fn unread(slot: &dyn fmt::Display, e: Errno, log: &Log) -> Failed {
     log.warn(format_args!(
         "{slot}: cannot be read ({}): no generation is restored or set aside",

@@ -210,12 +210,14 @@ impl Table {
         bad
     }
 
-    /// The error a slot's file could not be read with, if any.
-    pub fn unreadable(&self) -> Option<Errno> {
-        self.states.iter().find_map(|s| match s {
-            SlotState::Unreadable(e) => Some(*e),
-            _ => None,
-        })
+    /// A slot whose file could not be read, and the error, if any.
+    pub fn unreadable(&self) -> Option<(u32, Errno)> {
+        (0u32..)
+            .zip(self.states.iter())
+            .find_map(|(slot, s)| match s {
+                SlotState::Unreadable(e) => Some((slot, *e)),
+                _ => None,
+            })
     }
 
     /// The number the next generation gets: past every generation in the

@@ -164,9 +164,7 @@ pub fn newest_intact(
     log: &Log,
 ) -> Result<Option<(u64, OwnedFd, Prepared)>, Failed> {
     slots.scan(Some(log))?;
-    if let Some(e) = slots.unreadable() {
-        return Err(at("read a slot")(e));
-    }
+    slots.check_readable(log)?;
     let mut bad = slots.bad();
     let mut newer = below;
     // The damaged generation last seen, said once the next is known.
