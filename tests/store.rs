@@ -660,6 +660,33 @@ fn restores_elsewhere(slot: &Path, state: &[u8], name: &str) {
     assert_eq!(result(&elsewhere), "same\n", "{name}");
 }
 
+/// `ckptrun --mode self ... EXTRA -- sh -c SCRIPT` in `sandbox` under
+/// `strace -f -P PATH`: the calls on PATH that `inject` picks (`CALL:when=N`)
+/// fail with EIO, as a failing disk returns it; `traced` (and the
+/// injected call) are written to the file `trace`.
+fn with_eio(
+    sandbox: &Sandbox,
+    (path, traced, inject): (&Path, &str, &str),
+    trace: &Path,
+    (extra, script): (&[&str], &str),
+) -> Command {
+    let (call, when) = inject.split_once(':').unwrap();
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-o"])
+        .arg(trace)
+        .arg("-P")
+        .arg(path)
+        .args(["-e", &format!("trace={call},{traced}"), "-e"])
+        .arg(format!("inject={call}:error=EIO:{when}"))
+        .arg(CKPTRUN)
+        .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
+        .args(extra)
+        .args(["--", "sh", "-c", script])
+        .current_dir(&sandbox.dir)
+        .env_remove("_CONDOR_JOB_AD");
+    cmd
+}
+
 #[test]
 fn an_io_error_in_the_commit_keeps_the_last_generation() {
     // EIO injected into the archive's fsync (strace, as a failing disk
@@ -667,18 +694,9 @@ fn an_io_error_in_the_commit_keeps_the_last_generation() {
     let sandbox = two_checkpoints("eio", &[]);
     let before = std::fs::read(slot_of(&sandbox.dir, STORE, 2)).unwrap();
     let archive = sandbox.dir.join(".ckptrun.store/building");
-    let mut cmd = Command::new("strace");
-    cmd.env("N", "4");
-    cmd.args(["-f", "-qq", "-o", "/dev/null", "-P"])
-        .arg(&archive)
-        .args(["-e", "trace=fsync", "-e"])
-        .arg("inject=fsync:error=EIO:when=1")
-        .arg(CKPTRUN)
-        .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
-        .args(["--", "sh", "-c", &zero_job()])
-        .current_dir(&sandbox.dir)
-        .env_remove("_CONDOR_JOB_AD");
-    let out = run(cmd);
+    let faults = (archive.as_path(), "fsync", "fsync:when=1");
+    let mut cmd = with_eio(&sandbox, faults, "/dev/null".as_ref(), (&[], &zero_job()));
+    let out = run(cmd.env("N", "4"));
     assert_eq!(out.code(), Some(123), "{}", out.stderr);
     assert!(
         out.stderr.contains("fsync the archive: I/O error"),
@@ -721,21 +739,10 @@ fn a_generation_that_cannot_be_read_stops_the_start_with_nothing_set_aside() {
         std::fs::remove_file(scratch.join("kept.record")).unwrap();
         let newest = slot_of(&sandbox.dir, STORE, 2);
         let trace = sandbox.path("trace");
-        let mut cmd = Command::new("strace");
-        cmd.args(["-f", "-qq", "-o"])
-            .arg(&trace)
-            .arg("-P")
-            .arg(&newest)
-            .args(["-e", "trace=pread64", "-e"])
-            .arg(format!("inject=pread64:error=EIO:when={when}"))
-            .arg(CKPTRUN)
-            .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
-            .args(extra)
-            .args(["--", "sh", "-c", &random_job()])
-            .current_dir(&sandbox.dir)
-            .env_remove("_CONDOR_JOB_AD")
-            .env("PAD", PAD);
-        let out = run(cmd);
+        let inject = format!("pread64:when={when}");
+        let faults = (newest.as_path(), "pread64", inject.as_str());
+        let mut cmd = with_eio(&sandbox, faults, &trace, (extra, &random_job()));
+        let out = run(cmd.env("PAD", PAD));
         assert_eq!(out.code(), Some(125), "{when}: {}", out.stderr);
         assert_eq!(
             out.stderr,
@@ -774,21 +781,13 @@ fn a_generation_that_cannot_be_read_stops_the_start_with_nothing_set_aside() {
 fn an_in_place_start_stops_on_a_slot_that_cannot_be_read() {
     let sandbox = two_checkpoints("unreadable-in-place", &[]);
     let older = slot_of(&sandbox.dir, STORE, 1);
-    let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-qq", "-o", "/dev/null", "-P"])
-        .arg(&older)
-        .args([
-            "-e",
-            "trace=pread64",
-            "-e",
-            "inject=pread64:error=EIO:when=1+",
-        ])
-        .arg(CKPTRUN)
-        .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
-        .args(["--", "sh", "-c", &zero_job()])
-        .current_dir(&sandbox.dir)
-        .env_remove("_CONDOR_JOB_AD");
-    let out = run(cmd);
+    let faults = (older.as_path(), "pread64", "pread64:when=1+");
+    let out = run(with_eio(
+        &sandbox,
+        faults,
+        "/dev/null".as_ref(),
+        (&[], &zero_job()),
+    ));
     assert_eq!(out.code(), Some(125), "{}", out.stderr);
     assert_eq!(
         out.stderr,
@@ -899,20 +898,9 @@ fn names_in(dir: &Path) -> Vec<String> {
 fn a_failed_fsync_of_the_directory_after_the_rename_is_a_warning() {
     let sandbox = two_checkpoints("dir-fsync", &[]);
     let trace = sandbox.path("trace");
-    let mut cmd = Command::new("strace");
-    cmd.env("N", "4");
-    cmd.args(["-f", "-qq", "-o"])
-        .arg(&trace)
-        .arg("-P")
-        .arg(&sandbox.dir)
-        .args(["-e", "trace=fsync,renameat", "-e"])
-        .arg("inject=fsync:error=EIO:when=2")
-        .arg(CKPTRUN)
-        .args(["--mode", "self", "--ckpt", "state", "--job-ckpt-exit", "17"])
-        .args(["--", "sh", "-c", &zero_job()])
-        .current_dir(&sandbox.dir)
-        .env_remove("_CONDOR_JOB_AD");
-    let out = run(cmd);
+    let faults = (sandbox.dir.as_path(), "renameat", "fsync:when=2");
+    let mut cmd = with_eio(&sandbox, faults, &trace, (&[], &zero_job()));
+    let out = run(cmd.env("N", "4"));
     let trace = std::fs::read_to_string(&trace).unwrap();
     let calls: Vec<&str> = trace.lines().collect();
     let renamed = calls
