@@ -83,25 +83,7 @@ pub fn write(
         &mut freed,
         log,
     );
-    let done = built.and_then(|()| {
-        rustix::fs::renameat(scratch.dir(), BUILDING, slots.dir(), slots.file(slot).c())
-            .map_err(at("rename the archive into its slot"))
-    });
-    // The rename is the commit, of an archive already fsync'd: a failure
-    // to fsync the directory after it leaves the generation committed,
-    // only less sure to outlive a crash of the machine.
-    let synced = done.is_ok_and(|()| match rustix::fs::fsync(slots.dir()) {
-        Ok(()) => true,
-        Err(e) => {
-            log.warn(format_args!(
-                "{}: generation {g} committed, but the store's directory could not be \
-                 fsync'd ({}): a crash of the machine may lose it",
-                slots.at(slot),
-                crate::os::sys::strerror(e)
-            ));
-            false
-        }
-    });
+    let done = built.and_then(|()| rename_into((slots, scratch), (g, slot), log));
     for name in [BUILDING, SUMS] {
         let _ = rustix::fs::unlinkat(scratch.dir(), name, AtFlags::empty());
     }
@@ -109,12 +91,12 @@ pub fn write(
     // replaces it (a copy in `.NAME/older` goes after it, once the
     // rename is durable: else the next start does it); then it is freed
     // beside.
-    if newest_kept && synced && slots.place(slot) == Place::Older {
+    if newest_kept && matches!(done, Ok(true)) && slots.place(slot) == Place::Older {
         remove(slots, slot);
     }
     for child in freed.into_iter().chain(replaced.map(Held::let_go)) {
         match (&done, freeing) {
-            (Ok(()), Freeing::Leave) => {}
+            (Ok(_), Freeing::Leave) => {}
             _ => drop(child.result()),
         }
     }
@@ -128,6 +110,29 @@ pub fn write(
     done?;
     slots.table_mut().committed(slot, g);
     Ok(slot)
+}
+
+/// Renames the archive built into `slot`: the commit, of an archive
+/// already fsync'd. Whether the directory's fsync after it worked too: if
+/// not, the generation is committed all the same, only less sure to
+/// outlive a crash of the machine (said).
+fn rename_into(
+    (slots, scratch): (&Slots, &Scratch),
+    (g, slot): (u64, u32),
+    log: &Log,
+) -> Result<bool, Failed> {
+    rustix::fs::renameat(scratch.dir(), BUILDING, slots.dir(), slots.file(slot).c())
+        .map_err(at("rename the archive into its slot"))?;
+    let synced = rustix::fs::fsync(slots.dir());
+    if let Err(e) = synced {
+        log.warn(format_args!(
+            "{}: generation {g} committed, but the store's directory could not be \
+             fsync'd ({}): a crash of the machine may lose it",
+            slots.at(slot),
+            crate::os::sys::strerror(e)
+        ));
+    }
+    Ok(synced.is_ok())
 }
 
 /// Whether `slot` holds the newest intact generation.
