@@ -162,11 +162,6 @@ fn run(config: &Config, inherited: &Inherited, log: &Log) -> Result<Verdict, Err
         .map(status_file::StatusFile::prepare)
         .transpose()?;
     let job = |extra: &[OsString]| spawn::Command::new(&path, &config.program, &config.args, extra);
-    // A PROGRAM that cannot run is said as exec would say it (127, 126),
-    // before a checkpoint's directory or a store is looked at for it.
-    if matches!(config.mode, Mode::Condor | Mode::SelfCkpt) {
-        program::check_executable(&path)?;
-    }
     let start = Start {
         program: config.program.as_os_str(),
         settings: config.start_settings(),

@@ -288,12 +288,6 @@ fn bad_input_is_one_line_and_the_documented_code() {
             127,
             "./no-such-file: No such file or directory",
         ),
-        // Not "./no-dir: cannot write checkpoints there" (exit 125).
-        (
-            &["./no-dir/program"],
-            127,
-            "./no-dir/program: No such file or directory",
-        ),
         (
             &["./not-executable"],
             126,
