@@ -220,11 +220,12 @@ impl Store {
         // The stack the search used, handed back before more is
         // allocated: the two are never held at once.
         crate::os::stack::release();
+        let owner = (self.tag.owner)(&meta);
         match newest {
             // Intact, but of a mode this ckptrun does not know.
-            Some((number, _, _)) if (self.tag.owner)(&meta) != Some(self.tag.name) => {
+            Some((number, _, _)) if owner != Some(self.tag.name) => {
                 restore.unprepare();
-                Err(self.other_mode(&self.slots.of(number), (self.tag.owner)(&meta)))
+                Err(self.other_mode(&self.slots.of(number), owner))
             }
             Some((number, file, prepared)) => {
                 restore
@@ -316,13 +317,13 @@ impl Store {
             };
             // Its first slot at the top, or the directory of older
             // generations its scratch holds (its newest may be in any slot).
-            let at = |head: &[u8], tail: &[u8]| {
+            let exists = |head: &[u8], tail: &[u8]| {
                 let mut path = heapless::Vec::<u8, 260>::new();
                 path.extend_from_slice(head).is_ok()
                     && path.extend_from_slice(tail).is_ok()
                     && CStr::from_bytes_with_nul(&path).is_ok_and(|p| tree::stat(dir, p).is_ok())
             };
-            if at(other, b".0\0") || at(name.to_bytes(), b"/older\0") {
+            if exists(other, b".0\0") || exists(name.to_bytes(), b"/older\0") {
                 said = true;
                 let other = String::from_utf8_lossy(other);
                 log.warn(format_args!(
