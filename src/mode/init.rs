@@ -38,6 +38,12 @@ impl Protocol for Init {
         Action::Drop
     }
 
+    /// Signals pass as they are: a SIGCONT discards a pending SIGTSTP
+    /// here as it would without ckptrun.
+    fn stops_are_requests(&self) -> bool {
+        false
+    }
+
     fn judge(&mut self, ended: Ended, _log: &Log) -> Verdict {
         protocol::pass_on(ended)
     }

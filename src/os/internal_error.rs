@@ -113,6 +113,9 @@ pub fn catch_traps() {
     // SAFETY: `action` is a valid sigaction whose handler has the
     // SA_SIGINFO signature; a null old pointer is allowed.
     unsafe { libc::sigaction(libc::SIGILL, &action, core::ptr::null_mut()) };
+    // musl's sigaction unblocks 33 and 34 (its threads' own) with the
+    // first handler installed: blocked again, to reach the job.
+    sys::set_mask(libc::SIG_BLOCK, &sys::SigSet::full());
     sys::set_mask(libc::SIG_UNBLOCK, &sys::SigSet::only(libc::SIGILL));
 }
 

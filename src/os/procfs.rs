@@ -85,6 +85,9 @@ const EXITING_WITHIN: Duration = Duration::from_secs(1);
 /// ended, without reaping it (WNOWAIT): whoever reaps it still hears of
 /// it. One that `has_exited` shows exiting but not yet a zombie is looked
 /// at again every 2 ms, for EXITING_WITHIN at most. Does not allocate.
+/// dmtcp mode's alone, and inlined into its segment (build.rs), but on
+/// i686, where that segment and the children's have no room left for it.
+#[cfg_attr(target_arch = "x86", inline(never))]
 pub fn ended_unreaped(pid: Pid) -> Option<i32> {
     use rustix::process::{WaitId, WaitIdOptions};
     let rpid = rustix::process::Pid::from_raw(pid)?;

@@ -8,7 +8,7 @@
 //! async-signal-safe (signal-safety(7)): prctl, sigaction, sigprocmask,
 //! execve, write, _exit, and the errno read.
 
-use core::ffi::{CStr, c_char, c_int};
+use core::ffi::{CStr, c_char, c_int, c_ulong};
 use core::mem::MaybeUninit;
 use core::time::Duration;
 use std::os::fd::OwnedFd;
@@ -77,25 +77,36 @@ pub fn start_writeback(fd: impl std::os::fd::AsFd, offset: u64, len: u64) {
     }
 }
 
-/// A set of signals (`sigset_t`).
+/// The process group of `pid` (getpgid(2)): 0 for a group outside our
+/// PID namespace, -1 on error. Not rustix's, which asserts a positive one.
+pub fn process_group(pid: Pid) -> Pid {
+    // SAFETY: a plain integer argument.
+    unsafe { libc::getpgid(pid) }
+}
+
+/// A set of signals (`sigset_t`), built bit by bit as the kernel reads
+/// it. Not with sigfillset(3) and sigaddset(3): musl's leave out 32-34,
+/// which it keeps for its own threads (ckptrun has one), and one of them
+/// would then kill ckptrun (or, as PID 1, vanish) instead of reaching the
+/// job.
 #[derive(Clone, Copy)]
 pub struct SigSet(libc::sigset_t);
 
+/// The unsigned longs of the kernel's mask: signals 1 to 64.
+const MASK_WORDS: usize = 64 / c_ulong::BITS as usize;
+
 impl SigSet {
     pub fn empty() -> Self {
-        let mut set = MaybeUninit::uninit();
-        // SAFETY: sigemptyset fully initialises the set it is given.
-        unsafe { libc::sigemptyset(set.as_mut_ptr()) };
-        // SAFETY: initialised just above.
-        Self(unsafe { set.assume_init() })
+        // SAFETY: sigset_t is an array of integers; all zero is no signal.
+        Self(unsafe { core::mem::zeroed() })
     }
 
+    /// Every signal, 1 to 64.
+    #[inline(never)] // One copy for every caller.
     pub fn full() -> Self {
-        let mut set = MaybeUninit::uninit();
-        // SAFETY: sigfillset fully initialises the set it is given.
-        unsafe { libc::sigfillset(set.as_mut_ptr()) };
-        // SAFETY: initialised just above.
-        Self(unsafe { set.assume_init() })
+        let mut set = Self::empty();
+        *set.kernel_mask() = [c_ulong::MAX; MASK_WORDS];
+        set
     }
 
     pub fn only(sig: Sig) -> Self {
@@ -104,10 +115,21 @@ impl SigSet {
         set
     }
 
+    /// Adds `sig` (1 to 64; any other number is left out).
+    #[inline(never)] // One copy for every caller.
     pub fn add(&mut self, sig: Sig) {
-        // SAFETY: the set is initialised; an invalid number only makes it
-        // return EINVAL.
-        unsafe { libc::sigaddset(&mut self.0, sig) };
+        let Some(bit) = (sig as u32).checked_sub(1).filter(|&b| b < 64) else {
+            return;
+        };
+        let word = (bit / c_ulong::BITS) as usize;
+        self.kernel_mask()[word] |= 1 << (bit % c_ulong::BITS);
+    }
+
+    fn kernel_mask(&mut self) -> &mut [c_ulong; MASK_WORDS] {
+        // SAFETY: sigset_t is a C array of unsigned longs, 1024 bits in
+        // musl, that begins with the kernel's 64-bit mask (signal N is bit
+        // N-1). The cast stays within it and keeps its alignment.
+        unsafe { &mut *(&raw mut self.0).cast::<[c_ulong; MASK_WORDS]>() }
     }
 }
 

@@ -53,9 +53,7 @@ fn die_by(sig: sys::Sig, log: &Log) -> ! {
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let _ = sys::set_action(sig, &SigAction::default_action());
     let _ = sys::kill(rustix::process::getpid().as_raw_nonzero().get(), sig);
-    let mut only = SigSet::empty();
-    only.add(sig);
-    sys::set_mask(libc::SIG_UNBLOCK, &only);
+    sys::set_mask(libc::SIG_UNBLOCK, &SigSet::only(sig));
     // Still here: a signal whose default action is not to terminate.
     sys::exit_now(128 + sig)
 }

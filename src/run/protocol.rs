@@ -181,6 +181,12 @@ pub trait Protocol {
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action;
     /// The job stopped with `sig`.
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action;
+    /// Whether a stop signal the job catches and has pending when ckptrun
+    /// passes on a SIGCONT (which discards it) is a request, SIGTSTP for
+    /// "checkpoint", to send again after it (see `Supervisor::resume`).
+    fn stops_are_requests(&self) -> bool {
+        true
+    }
     /// When the protocol's own timer (`--interval`, a request's time
     /// limit) next wants `on_deadline`, if ever.
     fn deadline(&self) -> Option<Instant> {

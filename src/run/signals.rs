@@ -75,6 +75,11 @@ pub fn kills(sig: Sig) -> Result<(), &'static str> {
 /// The highest signal number Linux delivers.
 pub const MAX: Sig = 64;
 
+/// The first real-time signal as the job's tools number them: glibc's
+/// SIGRTMIN, which kill(1), bash and Python use (glibc keeps 32 and 33).
+/// musl's (`libc::SIGRTMIN()`) is 35.
+pub const RTMIN: Sig = 34;
+
 /// Parses `TERM`, `SIGTERM`, `sigterm`, `15`, `RTMIN+2`. `0` is accepted
 /// only where the caller allows it (it means "none").
 pub fn parse(text: &str) -> Option<Sig> {
@@ -93,20 +98,19 @@ pub fn parse(text: &str) -> Option<Sig> {
             offset.parse().ok()?
         };
         let sig = base + sign * k;
-        (libc::SIGRTMIN()..=libc::SIGRTMAX())
-            .contains(&sig)
-            .then_some(sig)
+        (RTMIN..=MAX).contains(&sig).then_some(sig)
     };
     if let Some(rest) = name.strip_prefix("RTMIN") {
-        return rt(rest.strip_prefix('+').unwrap_or(rest), libc::SIGRTMIN(), 1);
+        return rt(rest.strip_prefix('+').unwrap_or(rest), RTMIN, 1);
     }
     if let Some(rest) = name.strip_prefix("RTMAX") {
-        return rt(rest.strip_prefix('-').unwrap_or(rest), libc::SIGRTMAX(), -1);
+        return rt(rest.strip_prefix('-').unwrap_or(rest), MAX, -1);
     }
     None
 }
 
-/// Displays a signal as `SIGTERM`, `SIGRTMIN+2` or `signal 33`.
+/// Displays a signal as `SIGTERM`, `SIGRTMIN`, `SIGRTMIN+2` or `signal 33`
+/// (as kill -l names them on a glibc system).
 pub struct Name(pub Sig);
 
 impl fmt::Display for Name {
@@ -114,9 +118,10 @@ impl fmt::Display for Name {
         if let Some((name, _)) = NAMES.iter().find(|(_, s)| *s == self.0) {
             return write!(f, "SIG{name}");
         }
-        let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
-        if (min..=max).contains(&self.0) {
-            return write!(f, "SIGRTMIN+{}", self.0 - min);
+        match self.0 - RTMIN {
+            0 => return f.write_str("SIGRTMIN"),
+            k @ 1..=30 => return write!(f, "SIGRTMIN+{k}"),
+            _ => {}
         }
         write!(f, "signal {}", self.0)
     }
@@ -200,9 +205,11 @@ mod tests {
         assert_eq!(parse("65"), None);
         assert_eq!(parse("-1"), None);
         assert_eq!(parse("BOGUS"), None);
-        assert_eq!(parse("RTMIN"), Some(libc::SIGRTMIN()));
-        assert_eq!(parse("RTMIN+2"), Some(libc::SIGRTMIN() + 2));
-        assert_eq!(parse("RTMAX-1"), Some(libc::SIGRTMAX() - 1));
+        // As kill -l numbers them on a glibc system.
+        assert_eq!(parse("RTMIN"), Some(34));
+        assert_eq!(parse("RTMIN+2"), Some(36));
+        assert_eq!(parse("RTMAX-1"), Some(63));
+        assert_eq!(parse("RTMAX"), Some(64));
         assert_eq!(parse("RTMIN+99"), None);
     }
 

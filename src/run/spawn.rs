@@ -242,8 +242,7 @@ pub fn spawn(
             // EACCES once the child has exec'd is expected.
             let _ = rustix::process::setpgid(RPid::from_raw(pid), RPid::from_raw(pid));
             let failed = match read_report(read_end) {
-                Ok(None) if !lost_its_report(pid) => return Ok(pid),
-                Ok(None) => SpawnError::Unreported,
+                Ok(None) => return Ok(pid),
                 Ok(Some(e)) => e,
                 Err(errno) => {
                     // Whether it exec'd cannot be told: it must not run
@@ -269,10 +268,11 @@ const REPORT_LEN: usize = 8;
 const SETUP: i32 = 1;
 /// The redirections (fchdir, dup2) or execve failed.
 const EXEC: i32 = 2;
-/// The child's exit status when it could not write its report. The
-/// parent then reads no byte, as after a successful exec, and tells the
-/// two apart by this status. LAUNCHER_FAILED, so that even a child seen
-/// only later (see `lost_its_report`) ends as "ckptrun could not try".
+/// The child's exit status when it could not write its report (8 bytes
+/// into an empty pipe whose reader is waiting: only if ckptrun died). The
+/// parent then reads no byte, as after a successful exec, and supervises
+/// the child as the job, which "exited 125": LAUNCHER_FAILED, ckptrun's
+/// own failure. Not told apart from a job that exits 125 by itself.
 const REPORT_LOST: i32 = crate::os::error::LAUNCHER_FAILED as i32;
 
 /// The child between fork and exec. Only async-signal-safe calls
@@ -353,7 +353,7 @@ fn fail(report: &OwnedFd, step: i32, errno: i32) -> ! {
 
 /// Reads the child's report: `None` at end of file with no byte, which is
 /// the pipe closed by a successful exec (or a child that could not write
-/// its report: see `lost_its_report`); a report cut short is
+/// its report: see REPORT_LOST); a report cut short is
 /// `Unreported`. Err: the pipe could not be read.
 fn read_report(pipe: OwnedFd) -> Result<Option<SpawnError>, i32> {
     let mut buf = [0u8; REPORT_LEN];
@@ -365,15 +365,4 @@ fn read_report(pipe: OwnedFd) -> Result<Option<SpawnError>, i32> {
         (REPORT_LEN, EXEC) => Some(SpawnError::Exec(int(4))),
         _ => Some(SpawnError::Unreported),
     })
-}
-
-/// After an empty report: whether the child exited with REPORT_LOST
-/// rather than exec'd. Both close the pipe; /proc tells which (see
-/// `procfs::has_exited` and `ended_unreaped`), and an exec'd job's own
-/// end is left for the supervisor. Without /proc, only a child that is a
-/// zombie already is seen; one still exiting is then reaped as the job,
-/// which "exited 125", as ckptrun would say too.
-fn lost_its_report(pid: Pid) -> bool {
-    crate::os::procfs::ended_unreaped(pid)
-        .is_some_and(|raw| libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == REPORT_LOST)
 }

@@ -42,8 +42,8 @@ pub fn adopt_orphans(log: &Log) {
 
 /// `--kill-after SECS`: the job has ended; end what it left behind. Its
 /// orphans are our children now (we are their subreaper), and so become
-/// the orphans of those we end: SIGTERM them all, and the job's process
-/// group, rescanning as new ones are reparented to us; SIGKILL what is
+/// the orphans of those we end: SIGTERM them all, each once, and the
+/// job's process group, rescanning as new ones are reparented to us; SIGKILL what is
 /// left after `grace`. Every child counts, those ckptrun was exec'd with
 /// too (they are its children as much). Returns when no child is left,
 /// each reaped and `protocol` told (dmtcp mode's coordinator and helpers
@@ -60,7 +60,6 @@ pub fn end_leftovers(
     protocol: &mut dyn Protocol,
     log: &Log,
 ) {
-    let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut buf = [0u8; 4096];
     let _ = sys::kill(-job, libc::SIGTERM);
     if !proc_is_ours {
@@ -74,18 +73,13 @@ pub fn end_leftovers(
     // while: do not wait on it forever.
     let give_up = kill_at + END_GRACE;
     let mut said = false;
+    // Each gets one SIGTERM: a second may cut short the cleanup the first
+    // began. The job's group had its own; the others are remembered (past
+    // 64, one not remembered gets one a pass).
+    let mut termed = Termed::new();
     loop {
-        let sig = if Instant::now() < kill_at {
-            libc::SIGTERM
-        } else {
-            libc::SIGKILL
-        };
-        let mut any = false;
-        for child in procfs::children(me, &mut buf) {
-            any = true;
-            let _ = sys::kill(child, sig);
-        }
-        if !any {
+        let term = Instant::now() < kill_at;
+        if !signal_children(&mut buf, term.then_some((&mut termed, job))) {
             return;
         }
         if Instant::now() > give_up {
@@ -108,6 +102,32 @@ pub fn end_leftovers(
         let _ = sys::wait_signal(&SigSet::full(), Some(Duration::from_millis(20)));
         reap_all(protocol, log);
     }
+}
+
+/// The children `end_leftovers` sent SIGTERM (up to 64 of them).
+type Termed = heapless::Vec<Pid, 64>;
+
+/// SIGTERM to each of our children not in `termed` nor in the job's
+/// process group (which had its own), remembered; with no `term`, SIGKILL
+/// to every one. Whether there was any child.
+fn signal_children(buf: &mut [u8], mut term: Option<(&mut Termed, Pid)>) -> bool {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let mut any = false;
+    for child in procfs::children(me, buf) {
+        any = true;
+        let sig = match term.as_mut() {
+            None => libc::SIGKILL,
+            Some((termed, job))
+                if !termed.contains(&child) && sys::process_group(child) != *job =>
+            {
+                let _ = termed.push(child);
+                libc::SIGTERM
+            }
+            Some(_) => continue,
+        };
+        let _ = sys::kill(child, sig);
+    }
+    any
 }
 
 /// Reaps every child that has ended, and tells `protocol` of each; true
@@ -273,7 +293,9 @@ impl Supervisor<'_> {
     /// Carries out `action`, logging it after `why` on one line.
     fn act(&mut self, why: fmt::Arguments<'_>, action: Action) {
         match action {
-            Action::Forward(libc::SIGCONT) => self.resume(why),
+            Action::Forward(libc::SIGCONT) if self.protocol.stops_are_requests() => {
+                self.resume(why)
+            }
             Action::Forward(sig) => {
                 self.log
                     .info(format_args!("{why}: sent {} to the job", Name(sig)));
