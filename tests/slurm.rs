@@ -183,7 +183,7 @@ fn self_and_dmtcp_preempted_twice_resume_from_each_preemptions_checkpoint() {
     let log = preempted_twice(&job, "; exit 85");
     assert_eq!(restarts_follow_commits(&log), [1, 2], "{log}");
     assert_eq!(dir.read_text("result"), reference.read_text("result"));
-    resumes_where_it_checkpointed(&dir.read_text("job.out"));
+    resumes_where_it_checkpointed(&dir.read_text("job.out"), 2);
     if let (Some(job), Some(dir), Some(reference)) = (&dmtcp_job, &dmtcp, &dmtcp_reference) {
         let log = preempted_twice(job, "; exit 85");
         assert_eq!(restarts_follow_commits(&log), [1, 2], "{log}");
@@ -194,10 +194,49 @@ fn self_and_dmtcp_preempted_twice_resume_from_each_preemptions_checkpoint() {
     }
 }
 
+#[test]
+fn a_job_submitted_by_a_requeued_run_is_checkpointed_at_its_first_preemption() {
+    // sbatch passes the submitter's environment on: a job submitted from
+    // a run Slurm had requeued twice starts with SLURM_RESTART_COUNT=2
+    // before any requeue of its own. Its first preemption was taken for a
+    // cancel (Restarts=1 is not above 2): no checkpoint, work lost.
+    let Some(cluster) = cluster() else { return };
+    let mut rng = rng("inherited-count");
+    let (dir, reference) = (
+        self_dir(cluster, "self-chained"),
+        self_dir(cluster, "self-chained-ref"),
+    );
+    let reference = std::thread::spawn(move || {
+        uninterrupted(&reference, "self", &[]);
+        reference
+    });
+    let _turn = Turn::alone();
+    let job = dir.submit_example(
+        "self",
+        &["-p", "low", "-c", "1", "--export=ALL,SLURM_RESTART_COUNT=2"],
+    );
+    preempt_together(cluster, &[&job], 1, &mut rng);
+    let reference = reference.join().unwrap();
+    let end = job.succeeds();
+    let log = dir.log();
+    assert_eq!(end.restarts, 1, "{log}");
+    assert_eq!(
+        log_lines(&log, "SLURM_RESTART_COUNT=2 is inherited").len(),
+        1,
+        "{log}"
+    );
+    let requeues = log_lines(&log, &format!("SIGTERM: Slurm job {} requeued: ", job.id));
+    assert_eq!(requeues.len(), 1, "{log}");
+    assert_eq!(restarts_follow_commits(&log), [1], "{log}");
+    assert_eq!(dir.read_text("result"), reference.read_text("result"));
+    resumes_where_it_checkpointed(&dir.read_text("job.out"), 1);
+    nothing_left_in(&dir.dir);
+}
+
 /// self_job's output over its runs (Slurm's output file, appended to):
 /// each `start step=N` after the first resumes at the step of the
-/// `checkpoint step=N` before it.
-fn resumes_where_it_checkpointed(out: &str) {
+/// `checkpoint step=N` before it; `times` of them past step 0.
+fn resumes_where_it_checkpointed(out: &str, times: usize) {
     let step = |line: &str, word: &str| {
         line.strip_prefix(word)
             .and_then(|n| n.trim().parse::<u64>().ok())
@@ -212,7 +251,7 @@ fn resumes_where_it_checkpointed(out: &str) {
             resumed += usize::from(n > 0);
         }
     }
-    assert_eq!(resumed, 2, "{out}");
+    assert_eq!(resumed, times, "{out}");
 }
 
 #[test]

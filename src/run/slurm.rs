@@ -176,27 +176,58 @@ impl Query {
     #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     fn ask(&self, job: SlurmJob, inherited: &Inherited, log: &Log) -> Meaning {
         let mut out = [0u8; 2048];
-        // A late answer to an earlier question.
-        sys::drain(self.answers.as_fd(), &mut out);
-        let pid = match spawn::spawn(&self.scontrol, inherited, false) {
-            Ok(pid) => pid,
-            Err(e) => {
-                log.warn(format_args!("scontrol: {e}"));
-                return Meaning::Unknown;
-            }
-        };
-        if !answered(pid) {
-            log.warn(format_args!("scontrol: no answer"));
+        let Some(answer) = self.answer(inherited, log, &mut out) else {
             return Meaning::Unknown;
-        }
-        let len = sys::drain(self.answers.as_fd(), &mut out);
-        let said = fields(&out[..len]).and_then(|f| core::str::from_utf8(f).ok());
+        };
+        let said = fields(answer).and_then(|f| core::str::from_utf8(f).ok());
         log.info(format_args!(
             "scontrol: job {}: {}",
             job.id,
             said.unwrap_or("no job state")
         ));
-        meaning(&out[..len], job.restarts)
+        meaning(answer, job.restarts)
+    }
+
+    /// How often Slurm has requeued the job before this run: its own
+    /// count if lower than SLURM_RESTART_COUNT, which sbatch passes on
+    /// from the submitter's environment (a job submitted by a requeued
+    /// run's script starts with that run's count, and its first
+    /// preemptions would be taken for cancels). Never higher: a requeue
+    /// under way now (its SIGTERM pending) is not a past one. Before the
+    /// job starts, asked only when the count is not 0.
+    #[inline(never)] // A large frame, as `ask`'s.
+    fn baseline(&self, env: u32, inherited: &Inherited, log: &Log) -> u32 {
+        let mut out = [0u8; 2048];
+        match self.answer(inherited, log, &mut out).and_then(restarts) {
+            Some(n) if n < env => {
+                log.info(format_args!(
+                    "SLURM_RESTART_COUNT={env} is inherited: Restarts={n}"
+                ));
+                n
+            }
+            _ => env,
+        }
+    }
+
+    /// Runs `scontrol` and reads its answer into `out`; none if it could
+    /// not run or did not answer in time (said in the log).
+    #[inline(never)] // One copy for both.
+    fn answer<'o>(&self, inherited: &Inherited, log: &Log, out: &'o mut [u8]) -> Option<&'o [u8]> {
+        // A late answer to an earlier question.
+        sys::drain(self.answers.as_fd(), out);
+        let pid = match spawn::spawn(&self.scontrol, inherited, false) {
+            Ok(pid) => pid,
+            Err(e) => {
+                log.warn(format_args!("scontrol: {e}"));
+                return None;
+            }
+        };
+        if !answered(pid) {
+            log.warn(format_args!("scontrol: no answer"));
+            return None;
+        }
+        let len = sys::drain(self.answers.as_fd(), out);
+        Some(&out[..len])
     }
 }
 
@@ -223,22 +254,16 @@ fn answered(pid: Pid) -> bool {
 }
 
 /// What `scontrol -o show job` says (`... JobState=COMPLETING
-/// Reason=None ... Restarts=1 ...`) of a job that was requeued `restarts`
+/// Reason=None ... Restarts=1 ...`) of a job that was requeued `before`
 /// times before this run.
-fn meaning(out: &[u8], restarts: u32) -> Meaning {
+fn meaning(out: &[u8], before: u32) -> Meaning {
     let Some(fields) = fields(out) else {
         return Meaning::Unknown;
     };
-    let value = |key: &[u8]| {
-        fields
-            .split(|b| b.is_ascii_whitespace())
-            .find_map(|word| word.strip_prefix(key))
-    };
-    let state = value(b"JobState=").unwrap_or_default();
-    let now = value(b"Restarts=").and_then(|n| core::str::from_utf8(n).ok()?.parse::<u32>().ok());
-    if now.is_some_and(|n| n > restarts) {
+    let state = value(fields, b"JobState=").unwrap_or_default();
+    if restarts(out).is_some_and(|n| n > before) {
         Meaning::Requeue
-    } else if value(b"Reason=") == Some(b"TimeLimit") {
+    } else if value(fields, b"Reason=") == Some(b"TimeLimit") {
         Meaning::TimeLimit
     } else if RUNS_ON.contains(&state) {
         Meaning::Signal
@@ -247,6 +272,22 @@ fn meaning(out: &[u8], restarts: u32) -> Meaning {
     } else {
         Meaning::Unknown
     }
+}
+
+/// The job's `Restarts=` count in a `scontrol -o show job` answer.
+fn restarts(out: &[u8]) -> Option<u32> {
+    core::str::from_utf8(value(fields(out)?, b"Restarts=")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// The value of the word `KEY=...` among `fields`.
+#[inline(never)] // One copy for all.
+fn value<'f>(fields: &'f [u8], key: &[u8]) -> Option<&'f [u8]> {
+    fields
+        .split(|b| b.is_ascii_whitespace())
+        .find_map(|word| word.strip_prefix(key))
 }
 
 /// The part of the answer `meaning` reads, for the log too: from
@@ -297,6 +338,10 @@ impl<'p> Watch<'p> {
         let query = Query::prepare(slurm.job)
             .map_err(|e| log.warn(format_args!("{e}: every SIGTERM evicts")))
             .ok();
+        let mut slurm = slurm;
+        if let Some(query) = query.as_ref().filter(|_| slurm.job.restarts > 0) {
+            slurm.job.restarts = query.baseline(slurm.job.restarts, inherited, log);
+        }
         Self {
             inner,
             slurm,
@@ -424,6 +469,19 @@ mod tests {
         for meaning in [Signal, Unknown] {
             assert_eq!(Answer::to(meaning, false), Answer::PassOn, "{meaning}");
         }
+    }
+
+    #[test]
+    fn the_restart_count_is_read_from_the_jobs_fields() {
+        assert_eq!(restarts(&shown("job.sh", "RUNNING", "None", 0)), Some(0));
+        assert_eq!(
+            restarts(&shown("Restarts=9", "RUNNING", "None", 3)),
+            Some(3)
+        );
+        assert_eq!(
+            restarts(b"slurm_load_jobs error: Invalid job id specified\n"),
+            None
+        );
     }
 
     #[test]
