@@ -29,6 +29,12 @@ fi
 # -z pack-relative-relocs: the static PIE's relocations as DT_RELR (80 bytes
 #   instead of 5.6 KB of .rela.dyn, one page less mapped; musl's start-up
 #   code applies them; GNU ld 2.38 or later). RELRO and PIE stay.
+# x86_64 only, --build-id=none: no .note.gnu.build-id (36 bytes, and its
+#   92-byte program header), which nothing ckptrun runs on reads. dmtcp
+#   mode's segment follows the headers (build.rs) and must end within its
+#   7th page: one page more is 4 kB more of a dmtcp supervisor's VmHWM,
+#   past the 256 kB budget (tests/dmtcp_real.rs). On i686 the headers'
+#   page would then hold no section and GNU ld moves its mapping.
 # i686 only, -Crelocation-model=static: a fixed-address executable, not
 #   a PIE. 32-bit x86 has no PC-relative data addressing, so position-
 #   independent code there spends a register and a thunk call on every
@@ -46,7 +52,7 @@ base_rustflags=$RUSTFLAGS
 for target in "$@"; do
     case "$target" in
         i686-*) export RUSTFLAGS="$base_rustflags -Crelocation-model=static" ;;
-        *) export RUSTFLAGS="$base_rustflags" ;;
+        *) export RUSTFLAGS="$base_rustflags -Clink-arg=-Wl,--build-id=none" ;;
     esac
     # shellcheck disable=SC2086 # CARGO_BUILD_OPTS is a list of options
     "${CARGO:-cargo}" build --release --bin ckptrun --target "$target" \
