@@ -582,6 +582,20 @@ fn a_store_inside_a_checkpoint_directory_is_refused() {
         assert_one_error_line(&out, "overlap; keep them apart");
     }
     assert_eq!(std::fs::read_dir(sandbox.path("d")).unwrap().count(), 0);
+    // A name that only begins as the checkpoint's does is apart from it.
+    std::fs::create_dir(sandbox.path("dd")).unwrap();
+    let out = run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--ckpt",
+        "d",
+        "--store",
+        "dd/ckptrun.store",
+        "--job-ckpt-exit",
+        "17",
+        "true",
+    ]));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
 }
 
 /// The optimized builds users ship, for both architectures, through a

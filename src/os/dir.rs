@@ -29,6 +29,14 @@ pub fn check_dir_writable(path: &Path, what: &str) -> Result<(), Error> {
     })
 }
 
+/// `path` with its components put together again: no `.`, no doubled or
+/// trailing `/`. Out of line, so out of dmtcp mode's segment, which on
+/// i686 has no room for the components' code (build.rs).
+#[inline(never)]
+pub fn normalized(path: &Path) -> PathBuf {
+    path.components().collect()
+}
+
 /// `path` with every symlink in it resolved, as realpath(3) gives it: the
 /// name the kernel gives the file once opened (`/proc/self/fd/N` of an
 /// `O_PATH` descriptor). musl's realpath walks each component in user

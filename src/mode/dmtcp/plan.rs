@@ -197,7 +197,7 @@ fn temporary(store: &Store, scratch_at: &Path, log: &Log) -> Result<(), Error> {
         return Ok(());
     }
     let name = coordinator::TMP;
-    let at: PathBuf = in_scratch(scratch_at, name).components().collect();
+    let at = crate::os::dir::normalized(&in_scratch(scratch_at, name));
     if at.as_os_str().len() > TMP_PATH_MAX {
         log.info(format_args!(
             "DMTCP's temporary files in its default place: {} is longer than {TMP_PATH_MAX} bytes",
