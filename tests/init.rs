@@ -330,6 +330,21 @@ fn kill_after_sends_each_leftover_one_sigterm() {
     // for half a second: one in the job's process group, one in a group
     // of its own. Each once, as the docs say (it was every 20 ms).
     let sandbox = Sandbox::new("kill-after-once");
+    // And one that joins the job's group after its SIGTERM: a helper a
+    // grouped leftover starts in its own SIGTERM trap, ours once the
+    // leftover has seen it ready and exited.
+    std::fs::write(
+        sandbox.path("late.sh"),
+        "trap 'sh helper.sh & while [ ! -e late.ready ]; do sleep 0.01; done; exit 0' TERM
+         echo > starter.ready; while :; do sleep 0.01; done\n",
+    )
+    .unwrap();
+    std::fs::write(
+        sandbox.path("helper.sh"),
+        "trap 'echo t >> late.count' TERM; echo > late.ready
+         n=0; while [ $n -lt 50 ]; do sleep 0.01; n=$((n+1)); done\n",
+    )
+    .unwrap();
     let leftover = |name: &str| {
         format!(
             "trap 'echo t >> {name}.count' TERM; echo > {name}.ready;
@@ -339,7 +354,9 @@ fn kill_after_sends_each_leftover_one_sigterm() {
     };
     let script = format!(
         "sh -c \"{}\" >/dev/null 2>&1 & setsid sh -c \"{}\" >/dev/null 2>&1 &
-         while [ ! -e grouped.ready ] || [ ! -e alone.ready ]; do sleep 0.01; done; exit 0",
+         sh late.sh >/dev/null 2>&1 &
+         while [ ! -e grouped.ready ] || [ ! -e alone.ready ] || [ ! -e starter.ready ]; do
+         sleep 0.01; done; exit 0",
         leftover("grouped"),
         leftover("alone")
     );
@@ -349,7 +366,7 @@ fn kill_after_sends_each_leftover_one_sigterm() {
         &script,
     ));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    for name in ["grouped", "alone"] {
+    for name in ["grouped", "alone", "late"] {
         let count = std::fs::read_to_string(sandbox.path(format!("{name}.count"))).unwrap();
         assert_eq!(count, "t\n", "{name}: SIGTERMs received");
     }
@@ -361,39 +378,42 @@ fn in_init_mode_a_sigcont_discards_a_pending_sigtstp_as_without_ckptrun() {
     // through ckptrun. The kernel discards the pending SIGTSTP, as it
     // would were the two sent to the job itself; ckptrun used to send it
     // again (condor mode's rule for its checkpoint requests), and a job
-    // whose handler stops itself then stayed stopped.
-    let sandbox = Sandbox::new("init-cont");
-    let script = "trap 'echo > tstp' TSTP; trap 'exit 0' USR1; echo $$ > pid;
-        while :; do sleep 0.01; done";
-    let mut job = start(shell(
-        &sandbox,
-        &["--mode", "init", "-v", "--log", "log"],
-        script,
-    ));
-    job.wait_for(&sandbox.path("pid"));
-    let pid: i32 = std::fs::read_to_string(sandbox.path("pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let log = || std::fs::read_to_string(sandbox.path("log")).unwrap_or_default();
-    // SAFETY: kill has no memory arguments.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
-    wait_until("the job is stopped", || {
-        log().contains("job stopped by SIGSTOP")
-    });
-    job.signal(libc::SIGTSTP);
-    wait_until("SIGTSTP is passed on", || log().contains("sent SIGTSTP"));
-    job.signal(libc::SIGCONT);
-    wait_until("SIGCONT is passed on", || log().contains("sent SIGCONT"));
-    job.signal(libc::SIGUSR1);
-    let out = job.finish();
-    assert_eq!(out.code(), Some(0), "{}{}", out.stderr, log());
-    assert!(!log().contains("sent it again"), "{}", log());
-    assert!(
-        !sandbox.path("tstp").exists(),
-        "the job got SIGTSTP after SIGCONT"
-    );
+    // whose handler stops itself then stayed stopped. Under Slurm too
+    // (its wrapper once kept the rule).
+    for slurm in [false, true] {
+        let sandbox = Sandbox::new(&format!("init-cont-{slurm}"));
+        let script = "trap 'echo > tstp' TSTP; trap 'exit 0' USR1; echo $$ > pid;
+            while :; do sleep 0.01; done";
+        let mut cmd = shell(&sandbox, &["--mode", "init", "-v", "--log", "log"], script);
+        if slurm {
+            cmd.env("SLURM_JOB_ID", "42");
+        }
+        let mut job = start(cmd);
+        job.wait_for(&sandbox.path("pid"));
+        let pid: i32 = std::fs::read_to_string(sandbox.path("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let log = || std::fs::read_to_string(sandbox.path("log")).unwrap_or_default();
+        // SAFETY: kill has no memory arguments.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        wait_until("the job is stopped", || {
+            log().contains("job stopped by SIGSTOP")
+        });
+        job.signal(libc::SIGTSTP);
+        wait_until("SIGTSTP is passed on", || log().contains("sent SIGTSTP"));
+        job.signal(libc::SIGCONT);
+        wait_until("SIGCONT is passed on", || log().contains("sent SIGCONT"));
+        job.signal(libc::SIGUSR1);
+        let out = job.finish();
+        assert_eq!(out.code(), Some(0), "{}{}", out.stderr, log());
+        assert!(!log().contains("sent it again"), "Slurm {slurm}: {}", log());
+        assert!(
+            !sandbox.path("tstp").exists(),
+            "the job got SIGTSTP after SIGCONT"
+        );
+    }
 }
 
 #[test]

@@ -192,16 +192,23 @@ impl Query {
     /// count if lower than SLURM_RESTART_COUNT, which sbatch passes on
     /// from the submitter's environment (a job submitted by a requeued
     /// run's script starts with that run's count, and its first
-    /// preemptions would be taken for cancels). Never higher: a requeue
-    /// under way now (its SIGTERM pending) is not a past one. Before the
-    /// job starts, asked only when the count is not 0.
+    /// preemptions would be taken for cancels). Never higher. A job no
+    /// longer running (`meaning` would read a signal to it) is being
+    /// requeued or cancelled as ckptrun starts:
+    /// taken for a requeue already counted (a wrong eviction costs a
+    /// checkpoint, a wrong cancel the work). Before the job starts, asked
+    /// only when the count is not 0.
     #[inline(never)] // A large frame, as `ask`'s.
     fn baseline(&self, env: u32, inherited: &Inherited, log: &Log) -> u32 {
         let mut out = [0u8; 2048];
-        match self.answer(inherited, log, &mut out).and_then(restarts) {
+        let count = |answer: &[u8]| {
+            let runs = meaning(answer, u32::MAX) == Meaning::Signal;
+            Some(restarts(answer)?.saturating_sub(u32::from(!runs)))
+        };
+        match self.answer(inherited, log, &mut out).and_then(count) {
             Some(n) if n < env => {
                 log.info(format_args!(
-                    "SLURM_RESTART_COUNT={env} is inherited: Restarts={n}"
+                    "SLURM_RESTART_COUNT={env} is inherited: requeues counted from {n}"
                 ));
                 n
             }
@@ -389,6 +396,10 @@ impl Protocol for Watch<'_> {
 
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action {
         self.inner.on_stop(sig, log)
+    }
+
+    fn stops_are_requests(&self) -> bool {
+        self.inner.stops_are_requests()
     }
 
     fn deadline(&self) -> Option<Instant> {

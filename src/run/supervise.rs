@@ -61,6 +61,14 @@ pub fn end_leftovers(
     log: &Log,
 ) {
     let mut buf = [0u8; 4096];
+    // Each gets one SIGTERM: a second may cut short the cleanup the first
+    // began. Those in the job's group now get the group's; the others, and
+    // any that join it later, one each. Remembered while they live, 64 at
+    // a time (past that, one not remembered gets one a pass).
+    let mut termed = Termed::new();
+    if proc_is_ours {
+        in_group(&mut buf, job, &mut termed);
+    }
     let _ = sys::kill(-job, libc::SIGTERM);
     if !proc_is_ours {
         log.warn(format_args!(
@@ -73,13 +81,9 @@ pub fn end_leftovers(
     // while: do not wait on it forever.
     let give_up = kill_at + END_GRACE;
     let mut said = false;
-    // Each gets one SIGTERM: a second may cut short the cleanup the first
-    // began. The job's group had its own; the others are remembered (past
-    // 64, one not remembered gets one a pass).
-    let mut termed = Termed::new();
     loop {
         let term = Instant::now() < kill_at;
-        if !signal_children(&mut buf, term.then_some((&mut termed, job))) {
+        if !signal_children(&mut buf, term.then_some(&mut termed)) {
             return;
         }
         if Instant::now() > give_up {
@@ -101,25 +105,34 @@ pub fn end_leftovers(
         reap_all(protocol, log);
         let _ = sys::wait_signal(&SigSet::full(), Some(Duration::from_millis(20)));
         reap_all(protocol, log);
+        // Reaped: gone, and their pids free for others.
+        termed.retain(|&pid| sys::kill(pid, 0).is_ok());
     }
 }
 
 /// The children `end_leftovers` sent SIGTERM (up to 64 of them).
 type Termed = heapless::Vec<Pid, 64>;
 
-/// SIGTERM to each of our children not in `termed` nor in the job's
-/// process group (which had its own), remembered; with no `term`, SIGKILL
-/// to every one. Whether there was any child.
-fn signal_children(buf: &mut [u8], mut term: Option<(&mut Termed, Pid)>) -> bool {
+/// Adds to `termed` our children in the process group `pgid`.
+fn in_group(buf: &mut [u8], pgid: Pid, termed: &mut Termed) {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    for child in procfs::children(me, buf) {
+        if sys::process_group(child) == pgid {
+            let _ = termed.push(child);
+        }
+    }
+}
+
+/// SIGTERM to each of our children not in `termed`, then remembered; with
+/// no `termed`, SIGKILL to every one. Whether there was any child.
+fn signal_children(buf: &mut [u8], mut termed: Option<&mut Termed>) -> bool {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut any = false;
     for child in procfs::children(me, buf) {
         any = true;
-        let sig = match term.as_mut() {
+        let sig = match termed.as_mut() {
             None => libc::SIGKILL,
-            Some((termed, job))
-                if !termed.contains(&child) && sys::process_group(child) != *job =>
-            {
+            Some(termed) if !termed.contains(&child) => {
                 let _ = termed.push(child);
                 libc::SIGTERM
             }
