@@ -194,10 +194,10 @@ impl Query {
     /// run's script starts with that run's count, and its first
     /// preemptions would be taken for cancels). Never higher. A job no
     /// longer running (`meaning` would read a signal to it) is being
-    /// requeued or cancelled as ckptrun starts:
-    /// taken for a requeue already counted (a wrong eviction costs a
-    /// checkpoint, a wrong cancel the work). Before the job starts, asked
-    /// only when the count is not 0.
+    /// requeued or cancelled as ckptrun starts: that is taken for a
+    /// requeue already counted (a wrong eviction costs a checkpoint, a
+    /// wrong cancel the work). Asked before the job starts, and only when
+    /// the count is not 0.
     #[inline(never)] // A large frame, as `ask`'s.
     fn baseline(&self, env: u32, inherited: &Inherited, log: &Log) -> u32 {
         let mut out = [0u8; 2048];

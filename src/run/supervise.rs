@@ -43,8 +43,8 @@ pub fn adopt_orphans(log: &Log) {
 /// `--kill-after SECS`: the job has ended; end what it left behind. Its
 /// orphans are our children now (we are their subreaper), and so become
 /// the orphans of those we end: SIGTERM them all, each once, and the
-/// job's process group, rescanning as new ones are reparented to us; SIGKILL what is
-/// left after `grace`. Every child counts, those ckptrun was exec'd with
+/// job's process group, rescanning as new ones are reparented to us;
+/// SIGKILL what is left after `grace`. Every child counts, those ckptrun was exec'd with
 /// too (they are its children as much). Returns when no child is left,
 /// each reaped and `protocol` told (dmtcp mode's coordinator and helpers
 /// among them: it must not signal their pids again). Does not allocate.
@@ -110,7 +110,8 @@ pub fn end_leftovers(
     }
 }
 
-/// The children `end_leftovers` sent SIGTERM (up to 64 of them).
+/// The children that have had their SIGTERM, from `end_leftovers` or
+/// from the job's group's (64 at a time).
 type Termed = heapless::Vec<Pid, 64>;
 
 /// Adds to `termed` our children in the process group `pgid`.
