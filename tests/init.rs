@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use common::*;
 
+/// The pid a script wrote into the sandbox's file `name`.
+fn pid_in(sandbox: &Sandbox, name: &str) -> i32 {
+    let text = std::fs::read_to_string(sandbox.path(name)).unwrap();
+    text.trim().parse().unwrap()
+}
+
 #[test]
 fn the_status_file_holds_the_raw_wait_status() {
     let sandbox = Sandbox::new("status-file");
@@ -80,11 +86,7 @@ fn pgroup_delivers_to_the_jobs_whole_process_group() {
         let script = "sleep 30 >/dev/null 2>&1 & echo $! > grandchild.tmp; mv grandchild.tmp grandchild; wait";
         let mut job = start(shell(&sandbox, &extra, script));
         job.wait_for(&sandbox.path("grandchild"));
-        let grandchild: i32 = std::fs::read_to_string(sandbox.path("grandchild"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let grandchild = pid_in(&sandbox, "grandchild");
         job.signal(libc::SIGTERM);
         let out = job.finish();
         assert_eq!(out.signal(), Some(libc::SIGTERM), "{}", out.stderr);
@@ -196,8 +198,7 @@ fn every_signal_reaches_the_job(sandbox_name: &str, extra: &[&str]) {
         job.signal(sig);
         let out = job.finish();
         let (code, signal) = (out.code(), out.signal());
-        let shell = std::fs::read_to_string(sandbox.path("pid")).unwrap();
-        let shell: i32 = shell.trim().parse().unwrap();
+        let shell = pid_in(&sandbox, "pid");
         assert!(!alive(shell), "signal {sig}: the job outlived ckptrun");
         if untrappable {
             assert_eq!(signal, Some(sig), "signal {sig}: {code:?} {}", out.stderr);
@@ -297,13 +298,7 @@ fn kill_after_ends_what_the_job_left_behind() {
         };
         let out = run(shell(&sandbox, extra, script));
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
-        let pid = |name: &str| -> i32 {
-            std::fs::read_to_string(sandbox.path(name))
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap()
-        };
+        let pid = |name: &str| pid_in(&sandbox, name);
         let (polite, stubborn) = (pid("polite"), pid("stubborn"));
         if kill_after {
             // ckptrun returned only once none was left.
@@ -390,11 +385,7 @@ fn in_init_mode_a_sigcont_discards_a_pending_sigtstp_as_without_ckptrun() {
         }
         let mut job = start(cmd);
         job.wait_for(&sandbox.path("pid"));
-        let pid: i32 = std::fs::read_to_string(sandbox.path("pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid = pid_in(&sandbox, "pid");
         let log = || std::fs::read_to_string(sandbox.path("log")).unwrap_or_default();
         // SAFETY: kill has no memory arguments.
         unsafe { libc::kill(pid, libc::SIGSTOP) };
@@ -537,11 +528,7 @@ fn kill_after_ends_the_children_ckptrun_was_execd_with() {
         assert_eq!(out.code(), Some(0), "PID 1 {pid_1}: {}", out.stderr);
         let ended = sandbox.path("ended").exists();
         if !pid_1 {
-            let pid: i32 = std::fs::read_to_string(sandbox.path("pid"))
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
+            let pid = pid_in(&sandbox, "pid");
             if alive(pid) {
                 signal(pid, libc::SIGKILL);
                 panic!("the child ckptrun was exec'd with outlived it");

@@ -566,8 +566,8 @@ fn a_store_inside_a_checkpoint_directory_is_refused() {
     std::fs::create_dir(sandbox.path("d")).unwrap();
     // Through a symlink too: the paths are compared resolved.
     std::os::unix::fs::symlink("d", sandbox.path("link")).unwrap();
-    for store in ["d/ckptrun.store", "d", "./d", "link/ckptrun.store"] {
-        let out = run(sandbox.ckptrun([
+    let with_store = |store: &str| {
+        run(sandbox.ckptrun([
             "--mode",
             "self",
             "--ckpt",
@@ -577,24 +577,17 @@ fn a_store_inside_a_checkpoint_directory_is_refused() {
             "--job-ckpt-exit",
             "17",
             "true",
-        ]));
+        ]))
+    };
+    for store in ["d/ckptrun.store", "d", "./d", "link/ckptrun.store"] {
+        let out = with_store(store);
         assert_eq!(out.code(), Some(125), "{store}: {}", out.stderr);
         assert_one_error_line(&out, "overlap; keep them apart");
     }
     assert_eq!(std::fs::read_dir(sandbox.path("d")).unwrap().count(), 0);
     // A name that only begins as the checkpoint's does is apart from it.
     std::fs::create_dir(sandbox.path("dd")).unwrap();
-    let out = run(sandbox.ckptrun([
-        "--mode",
-        "self",
-        "--ckpt",
-        "d",
-        "--store",
-        "dd/ckptrun.store",
-        "--job-ckpt-exit",
-        "17",
-        "true",
-    ]));
+    let out = with_store("dd/ckptrun.store");
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
 }
 

@@ -337,7 +337,7 @@ pub struct Watch<'p> {
 impl<'p> Watch<'p> {
     /// Builds the question before the job starts (it allocates).
     pub fn new(
-        slurm: Slurm,
+        mut slurm: Slurm,
         inner: &'p mut dyn Protocol,
         inherited: &'p Inherited,
         log: &'p Log,
@@ -345,7 +345,6 @@ impl<'p> Watch<'p> {
         let query = Query::prepare(slurm.job)
             .map_err(|e| log.warn(format_args!("{e}: every SIGTERM evicts")))
             .ok();
-        let mut slurm = slurm;
         if let Some(query) = query.as_ref().filter(|_| slurm.job.restarts > 0) {
             slurm.job.restarts = query.baseline(slurm.job.restarts, inherited, log);
         }

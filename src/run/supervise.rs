@@ -44,8 +44,8 @@ pub fn adopt_orphans(log: &Log) {
 /// orphans are our children now (we are their subreaper), and so become
 /// the orphans of those we end: SIGTERM them all, each once, and the
 /// job's process group, rescanning as new ones are reparented to us;
-/// SIGKILL what is left after `grace`. Every child counts, those ckptrun was exec'd with
-/// too (they are its children as much). Returns when no child is left,
+/// SIGKILL what is left after `grace`. Every child counts, those ckptrun
+/// was exec'd with too (they are its children as much). Returns when no child is left,
 /// each reaped and `protocol` told (dmtcp mode's coordinator and helpers
 /// among them: it must not signal their pids again). Does not allocate.
 /// `proc_is_ours` says whether /proc shows our PID namespace (see
