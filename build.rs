@@ -41,6 +41,35 @@ fn main() {
     println!("cargo:rerun-if-changed=.git/index");
     println!("cargo:rerun-if-changed=build.rs");
     place_code_apart();
+    compress_help();
+}
+
+/// `--help`'s text as one frame of ckptrun's codec, and its length
+/// (src/config/help.rs).
+fn compress_help() {
+    use ckptrun_codec::{BLOCK, bound, encode};
+    const HELP: &str = "src/config/help.txt";
+    println!("cargo:rerun-if-changed={HELP}");
+    let text = std::fs::read(HELP).expect("read src/config/help.txt");
+    let (mut table, mut lits, mut seqs) = (
+        vec![0; encode::TABLE],
+        vec![0; BLOCK],
+        vec![0; encode::SEQS],
+    );
+    let mut encoder = encode::Encoder::new(encode::Work {
+        table: &mut table,
+        lits: &mut lits,
+        seqs: &mut seqs,
+    });
+    let mut frame = vec![0; bound(text.len())];
+    let size = encoder
+        .frame(&text, &mut frame)
+        .expect("bound() always fits");
+    let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    let path = std::path::Path::new(&out).join("help.zst");
+    std::fs::write(path, &frame[..size]).expect("write help.zst");
+    let len = std::path::Path::new(&out).join("help.len");
+    std::fs::write(len, text.len().to_string()).expect("write help.len");
 }
 
 /// Code that the process supervising the job never runs goes in load

@@ -49,8 +49,8 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     let argv = args(argc, argv);
     let mut config = match config::parse(argv.clone(), sys::var_os) {
         Ok(Request::Run(config)) => *config,
-        Ok(Request::Help) => return print(config::HELP),
-        Ok(Request::Version) => return print(&version()),
+        Ok(Request::Help) => return print(&config::help()),
+        Ok(Request::Version) => return print(version().as_bytes()),
         Err(e) => fail(&Log::stderr_only(), e),
     };
     let log = Log::open(config.log.as_deref(), config.verbose)
@@ -227,8 +227,8 @@ fn fail(log: &Log, err: Error) -> ! {
     sys::exit_now(err.code.into())
 }
 
-fn print(text: &str) -> c_int {
-    let _ = rustix::io::write(rustix::stdio::stdout(), text.as_bytes());
+fn print(text: &[u8]) -> c_int {
+    let _ = rustix::io::write(rustix::stdio::stdout(), text);
     0
 }
 

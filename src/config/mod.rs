@@ -4,8 +4,8 @@
 //!
 //! `options.rs` has the table of options and sets each into `Config`,
 //! `values.rs` turns their values into typed ones, `checks.rs` checks
-//! the whole, `jobad.rs` takes what HTCondor's job ad says, `help.rs` is
-//! `--help`.
+//! the whole, `jobad.rs` takes what HTCondor's job ad says, `help.rs`
+//! prints `--help` (its text is `help.txt`).
 
 mod checks;
 mod help;
@@ -21,7 +21,7 @@ use lexopt::prelude::*;
 
 use crate::os::error::Error;
 use crate::run::slurm::SlurmJob;
-pub use help::HELP;
+pub use help::text as help;
 use options::{MODE, OPTIONS, Opt, Spec, set};
 pub use settings::{Config, Mode, Request};
 use values::Source;
