@@ -1243,6 +1243,46 @@ fn a_damaged_image_is_never_restarted_from_the_generation_before_is() {
 }
 
 #[test]
+fn a_start_from_generation_0_cuts_the_outputs_back_to_the_first_starts() {
+    let _turn = one_at_a_time();
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = c_job(40);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    evict(&mut life, 6);
+    assert_eq!(generations(&life.sandbox, STORE), [0, 1]);
+    flip_image_byte(&slot_of(&life.sandbox, STORE, 1));
+    // Generation 0 is the job's first start: it runs again from there,
+    // and `out` must hold what it writes, once. Before, `out` kept the
+    // lines the first run wrote before its eviction: exit 0, and the
+    // first lines twice.
+    let out = run_long_for(&life, life.command(&[]));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, life.log());
+    assert!(
+        out.stderr.contains("generation 1 is damaged"),
+        "{}",
+        out.stderr
+    );
+    for (name, want) in &reference {
+        let got = std::fs::read(life.path(name)).unwrap();
+        assert!(
+            got == *want,
+            "{name} differs from an uninterrupted run's:\n--- got\n{}\n--- want\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want)
+        );
+    }
+    assert!(
+        life.log().contains("--stdout cut back from "),
+        "{}",
+        life.log()
+    );
+    assert_nothing_left(&life.sandbox);
+}
+
+#[test]
 fn with_kill_after_an_eviction_still_commits_and_resumes() {
     let _turn = one_at_a_time();
     // --kill-after ends what the job left, the coordinator included,

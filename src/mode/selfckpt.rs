@@ -99,7 +99,7 @@ impl SelfCkpt {
         let (store, opened) = Store::open(
             (&config.store, &config.ckpt),
             config.store_options(),
-            stores::SELF,
+            (stores::SELF, &[]),
             None,
             log,
         )?;

@@ -134,12 +134,14 @@ impl Store {
     /// Opens (or, on a first start, creates) the store `name` for the
     /// mode `tag`, locks it, cleans up what an interruption left, and
     /// makes the working paths (and whatever `extract` takes) a private
-    /// copy of the newest intact generation. Runs before the job starts.
+    /// copy of the newest intact generation. A generation 0 it makes has
+    /// `first` (parts of `key value` lines, as `commit_dir`'s `extra`) in
+    /// its description. Runs before the job starts.
     #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     pub fn open(
         (name, paths): (&OsStr, &[OsString]),
         options: Options,
-        tag: Tag,
+        (tag, first): (Tag, &[&[u8]]),
         extract: Option<&mut dyn Extract>,
         log: &Log,
     ) -> Result<(Self, Opened), Error> {
@@ -152,7 +154,7 @@ impl Store {
             kept::discard(store.scratch.dir())
                 .map_err(at("remove the kept working copy"))
                 .map_err(fail)?;
-            store.create(log).map_err(fail)?;
+            store.create(first, log).map_err(fail)?;
             return Ok((store, Opened::Created));
         }
         store.slots.fill().map_err(fail)?;
@@ -162,7 +164,7 @@ impl Store {
             store.arrange(log);
             return Ok((store, Opened::InPlace(g)));
         }
-        let opened = store.restore(options.on_damage, extract, log)?;
+        let opened = store.restore((options.on_damage, first), extract, log)?;
         Ok((store, opened))
     }
 
@@ -207,7 +209,7 @@ impl Store {
     /// aside, or the damaged generations too (`none_intact`).
     fn restore(
         &mut self,
-        on_damage: OnDamage,
+        (on_damage, first): (OnDamage, &[&[u8]]),
         extract: Option<&mut dyn Extract>,
         log: &Log,
     ) -> Result<Opened, Error> {
@@ -243,7 +245,7 @@ impl Store {
             None => {
                 verify::none_intact(&mut self.slots, &self.scratch, &restore, on_damage, log)?;
                 self.arrange(log);
-                self.create(log).map_err(fail)?;
+                self.create(first, log).map_err(fail)?;
                 Ok(Opened::Afresh)
             }
         }
@@ -338,12 +340,12 @@ impl Store {
 
     /// The first start: generation 0, the working paths as they are (and
     /// with `Publish::All` every other slot empty).
-    fn create(&mut self, log: &Log) -> Result<(), Failed> {
+    fn create(&mut self, first: &[&[u8]], log: &Log) -> Result<(), Failed> {
         self.slots.scan(None)?;
         let work = &self.work;
         let rooms = (&mut self.slots, &self.scratch, &self.tag);
         let fill = &mut |w: &mut writer::Writer| work.pack(w, None);
-        let slot = commit::write(rooms, (0, &[], self.packing), Freeing::Wait, fill, log)?;
+        let slot = commit::write(rooms, (0, first, self.packing), Freeing::Wait, fill, log)?;
         self.slots.fill()?;
         log.info(format_args!(
             "created {}: generation 0 is the job's starting state",

@@ -217,22 +217,14 @@ impl Place {
     /// images directory. The lines go as parts, put together only in the
     /// child that writes the archive: no description on this stack.
     pub fn commit(&mut self, log: &Log) -> Result<u64, Failed> {
-        let [mut out_digits, mut err_digits] = [[0u8; 20]; 2];
-        let [stdout, stderr] = &self.outputs;
-        let out = size_line(b"stdout-size ", stdout, &mut out_digits);
-        let err = size_line(b"stderr-size ", stderr, &mut err_digits);
+        let mut lines = [0; _];
         let extra = [
             b"images-dir ",
             self.images.at().as_os_str().as_bytes(),
             b"\ncwd ",
             self.cwd.as_os_str().as_bytes(),
             b"\n",
-            out[0],
-            out[1],
-            out[2],
-            err[0],
-            err[1],
-            err[2],
+            output_sizes(&self.outputs, &mut lines),
         ];
         let done = self.store.commit_dir(self.images.dir(), &extra, log);
         if done.is_ok() {
@@ -244,15 +236,24 @@ impl Place {
     }
 }
 
-/// `KEY N\n` for an output that is open (N its size now), as parts; for
-/// one that is not, nothing.
-fn size_line<'a>(
-    key: &'a [u8],
-    output: &Option<OwnedFd>,
-    digits: &'a mut [u8; 20],
-) -> [&'a [u8]; 3] {
-    match output.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
-        Some(st) => [key, decimal::write(digits, st.st_size as u64), b"\n"],
-        None => [b""; 3],
+/// `stdout-size N\nstderr-size N\n` for `--stdout` and `--stderr` (N
+/// their sizes now; no line for one not given), written into `lines`; a
+/// restart from the generation they describe cuts them back (see
+/// `restart`).
+pub fn output_sizes<'a>(outputs: &[Option<OwnedFd>; 2], lines: &'a mut Lines) -> &'a [u8] {
+    let mut len = 0;
+    let keys = [&b"stdout-size "[..], b"stderr-size "];
+    for (key, output) in keys.into_iter().zip(outputs) {
+        if let Some(st) = output.as_ref().and_then(|f| rustix::fs::fstat(f).ok()) {
+            let mut digits = [0u8; 20];
+            for part in [key, decimal::write(&mut digits, st.st_size as u64), b"\n"] {
+                lines[len..len + part.len()].copy_from_slice(part);
+                len += part.len();
+            }
+        }
     }
+    &lines[..len]
 }
+
+/// Room for `output_sizes`' two lines.
+pub type Lines = [u8; 2 * (12 + 20 + 1)];

@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
-use crate::mode::dmtcp::checkpoint::{Place, Requests};
+use crate::mode::dmtcp::checkpoint::{Place, Requests, output_sizes};
 use crate::mode::dmtcp::coordinator::{self, Children, Coordinator};
 use crate::mode::dmtcp::images::ImagesDir;
 use crate::mode::dmtcp::join::Status;
@@ -57,10 +57,12 @@ pub fn make(
 ) -> Result<(Parts, spawn::Command), Error> {
     let tools = find_tools(config, path)?;
     let children = Children::before_start(crate::os::procfs::is_ours());
+    let outputs = stdio.outputs();
+    let mut lines = [0; _];
     let (store, opened) = Store::open(
         (&config.store, &[]),
         config.store_options(),
-        stores::DMTCP,
+        (stores::DMTCP, &[output_sizes(&outputs, &mut lines)]),
         Some(&mut Images),
         log,
     )?;
@@ -68,7 +70,6 @@ pub fn make(
         let errno = rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO);
         Error::os("the working directory", errno)
     })?;
-    let outputs = stdio.outputs();
     let scratch_at = absolute(store.scratch_path(), &cwd);
     let start = Start::prepare(config, (&store, opened), (&cwd, &scratch_at), &outputs, log)?;
     temporary(&store, &scratch_at, log).inspect_err(|_| start.images.remove())?;
@@ -149,10 +150,9 @@ impl Start {
         log: &Log,
     ) -> Result<Self, Error> {
         let restart = match opened {
-            // Generation 0 is the starting state: no images.
-            Opened::Restored(g) if g.number >= 1 => {
+            Opened::Restored(g) => {
                 let slot = store.slot_of(g.number).to_string();
-                Some(Restart::prepare(g, slot, cwd, outputs, log)?)
+                Restart::prepare(g, slot, cwd, outputs, log)?
             }
             _ => None,
         };

@@ -70,13 +70,41 @@ impl Restart {
     /// Reads generation `g`'s description (in `slot`); checks that the
     /// restart will find the job's files where they were; cuts
     /// `--stdout`/`--stderr` back to their size at the checkpoint.
+    /// Generation 0 records their sizes too, and has no images: the job
+    /// starts again as it first did, its outputs cut back, and no
+    /// restart (`None`).
     pub fn prepare(
         g: Generation,
         slot: String,
         cwd: &Path,
         outputs: &[Option<OwnedFd>; 2],
         log: &Log,
-    ) -> Result<Self, Error> {
+    ) -> Result<Option<Self>, Error> {
+        let images_at = match g.number {
+            0 => None,
+            _ => Some(Self::images_at(&g, &slot, cwd)?),
+        };
+        let keys = [
+            (&b"stdout-size"[..], "--stdout"),
+            (b"stderr-size", "--stderr"),
+        ];
+        for ((key, which), fd) in keys.into_iter().zip(outputs) {
+            let size = g.meta.get(key).and_then(decimal::parse);
+            if let (Some(size), Some(fd)) = (size, fd) {
+                cut_back(fd.as_fd(), size, which, log);
+            }
+        }
+        Ok(images_at.map(|images_at| Self {
+            generation: g.number,
+            file: g.file,
+            slot,
+            images_at,
+        }))
+    }
+
+    /// Where generation `g`'s images were written, once it is known that
+    /// DMTCP will find the job's files where they were.
+    fn images_at(g: &Generation, slot: &str, cwd: &Path) -> Result<PathBuf, Error> {
         let meta = &g.meta;
         let path = |key: &[u8]| {
             meta.get(key)
@@ -85,7 +113,7 @@ impl Restart {
         };
         let images_at = path(b"images-dir").ok_or_else(|| {
             Error::usage(
-                &slot,
+                slot,
                 "generation has no images-dir: not a --mode dmtcp store",
             )
         })?;
@@ -97,7 +125,7 @@ impl Restart {
             // only where one is gone by its path under the working
             // directory: it would write into the old directory.
             return Err(Error::usage(
-                &slot,
+                slot,
                 format_args!(
                     "generation {} was checkpointed in {}, which still exists: DMTCP would \
                      reopen the job's files there, not in {}; restart there, or move it away",
@@ -107,22 +135,7 @@ impl Restart {
                 ),
             ));
         }
-        let keys = [
-            (&b"stdout-size"[..], "--stdout"),
-            (b"stderr-size", "--stderr"),
-        ];
-        for ((key, which), fd) in keys.into_iter().zip(outputs) {
-            let size = meta.get(key).and_then(decimal::parse);
-            if let (Some(size), Some(fd)) = (size, fd) {
-                cut_back(fd.as_fd(), size, which, log);
-            }
-        }
-        Ok(Self {
-            generation: g.number,
-            file: g.file,
-            slot,
-            images_at,
-        })
+        Ok(images_at)
     }
 
     /// Puts the generation's saved file copies back in the images
