@@ -401,6 +401,49 @@ fn an_interval_added_or_removed_between_runs_just_works() {
     assert_eq!(result(&sandbox), "done after 3 runs\n");
 }
 
+/// A job that has ended well is done: its store goes with it, and a new
+/// run in the same directory starts afresh. Before, the generations
+/// stayed in `.ckptrun.store/older`, and the next run resumed the ended
+/// job from them: its third run at once, with the old state, exit 0.
+#[test]
+fn a_job_that_ended_well_leaves_no_store_and_the_next_run_starts_afresh() {
+    let sandbox = two_checkpoints("store-ended", &[]);
+    run_once(&sandbox, &[], 0);
+    assert_eq!(result(&sandbox), "done after 3 runs\n");
+    let mut left = names_in(&sandbox.dir);
+    left.sort();
+    assert_eq!(left, ["result", "state"], "only the job's own files");
+    // The user clears the outputs and runs the job again.
+    std::fs::remove_file(sandbox.path("result")).unwrap();
+    std::fs::remove_file(sandbox.path("state")).unwrap();
+    run_once(&sandbox, &[], 85);
+    assert_eq!(generations(&sandbox.dir, STORE), [0, 1]);
+    assert_eq!(count_in(&slot_of(&sandbox.dir, STORE, 1)), "1");
+}
+
+/// The store of a job that ended well is retired in one step (`older`
+/// renamed `ended`) before it is removed: a start that finds it so, the
+/// removal interrupted, starts afresh and removes it.
+#[test]
+fn a_store_whose_removal_was_interrupted_is_not_restored() {
+    let sandbox = two_checkpoints("store-ended-interrupted", &[]);
+    let scratch = sandbox.path(".ckptrun.store");
+    for slot in top_slots(&sandbox.dir, STORE) {
+        std::fs::rename(&slot, scratch.join("older").join(slot.file_name().unwrap())).unwrap();
+    }
+    std::fs::rename(scratch.join("older"), scratch.join("ended")).unwrap();
+    // (The job's state is kept in the scratch for an in-place restart.)
+    let _ = std::fs::remove_file(sandbox.path("state"));
+    let stderr = run_once(&sandbox, &["-v"], 85);
+    assert!(
+        stderr.contains("removed ./.ckptrun.store/ended: left by an interrupted run"),
+        "{stderr}"
+    );
+    assert!(!scratch.join("ended").exists());
+    assert_eq!(generations(&sandbox.dir, STORE), [0, 1]);
+    assert_eq!(count_in(&slot_of(&sandbox.dir, STORE, 1)), "1");
+}
+
 #[test]
 fn a_renamed_store_warns_that_the_old_one_is_ignored() {
     let sandbox = two_checkpoints("store-renamed", &[]);

@@ -441,10 +441,21 @@ impl Store {
 
     /// The job has ended for good: after a failed end (or any, with
     /// `--return-store`) the newest generation goes back with the
-    /// outputs; otherwise the store stays behind (see `slots`).
+    /// outputs (see `slots`); after a successful one the store is
+    /// removed (`Scratch::retire`): the job is done, and a new run in this
+    /// directory starts afresh. But where a transfer list names the slots
+    /// (`Publish::All`): they stay, as HTCondor needs them.
     pub fn at_end(&mut self, failed: bool, log: &Log) {
-        let done = self.slots.at_end(failed || self.return_store);
-        self.say(done, log);
+        let returned = failed || self.return_store;
+        let done = self.slots.at_end(returned);
+        let done = done.and_then(|()| match (returned, self.slots.publish()) {
+            (false, Publish::Newest) => self.scratch.retire(self.slots.dir()),
+            _ => Ok(()),
+        });
+        match done {
+            Ok(()) if !returned => log.info(format_args!("the job has ended well: store removed")),
+            done => self.say(done, log),
+        }
     }
 
     /// Generation `bad` would not restart: sets it aside (see `verify`)

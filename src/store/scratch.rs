@@ -7,7 +7,7 @@
 //! travels. It is locked
 //! (flock) while ckptrun runs: one run per store.
 
-use std::ffi::{CStr, CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -32,9 +32,13 @@ pub const FAILED: &CStr = c"failed";
 pub const RESTORE: &CStr = c"restore";
 /// The slot files kept out of HTCondor's uploads (see `slots`).
 const OLDER: &CStr = c"older";
+/// `older` once the job has ended well (see `retire`).
+const ENDED: &CStr = c"ended";
 
 pub struct Scratch {
     dir: OwnedFd,
+    /// Its name, `.NAME`, in the slots' directory.
+    name: CString,
     /// Its path (relative if NAME is), for messages.
     path: PathBuf,
 }
@@ -54,9 +58,10 @@ impl Scratch {
             }
             _ => {}
         }
-        let mut dot = OsString::from(".");
-        dot.push(OsStr::from_bytes(name.base.to_bytes()));
-        let path = dir_of(std::path::Path::new(&name.shown)).join(&dot);
+        let mut dot = b".".to_vec();
+        dot.extend_from_slice(name.base.to_bytes());
+        let path = dir_of(std::path::Path::new(&name.shown)).join(OsStr::from_bytes(&dot));
+        let dot = CString::new(dot).map_err(|_| Error::os(path.display(), Errno::INVAL))?;
         let dir = open(name.dir.as_fd(), &dot).map_err(|e| Error::os(path.display(), e))?;
         // One run per store: another would commit into it or clean its
         // scratch. Held until ckptrun exits (the descriptor is
@@ -67,7 +72,11 @@ impl Scratch {
                 e => Error::os(shown, e),
             },
         )?;
-        Ok(Self { dir, path })
+        Ok(Self {
+            dir,
+            name: dot,
+            path,
+        })
     }
 
     pub fn dir(&self) -> BorrowedFd<'_> {
@@ -81,7 +90,7 @@ impl Scratch {
 
     /// Removes what an interrupted commit or restart left.
     pub fn clean(&self, log: &Log) -> Result<(), Failed> {
-        for name in [BUILDING, SUMS, RESTORE] {
+        for name in [BUILDING, SUMS, RESTORE, ENDED] {
             if tree::stat(self.dir(), name).is_ok() {
                 tree::remove(self.dir(), name).map_err(at("remove scratch"))?;
                 log.info(format_args!(
@@ -104,6 +113,19 @@ impl Scratch {
         tree::open_dir(self.dir(), OLDER)
     }
 
+    /// The job has ended well, and every generation is in `older`: the
+    /// store is removed, so that no later run in this directory resumes
+    /// a job that has ended. First `older` is renamed, one atomic step
+    /// after which no start finds a generation (and `clean` removes what
+    /// an interruption leaves); then `.NAME` goes, with all it holds.
+    /// `parent` holds `.NAME`.
+    pub fn retire(&self, parent: BorrowedFd) -> Result<(), Failed> {
+        rustix::fs::renameat(self.dir(), OLDER, self.dir(), ENDED)
+            .and_then(|()| rustix::fs::fsync(self.dir()))
+            .map_err(at("retire the generations"))?;
+        tree::remove(parent, &self.name).map_err(at("remove the store's directory"))
+    }
+
     /// Makes `name` here a new, empty directory of ckptrun's own.
     pub fn fresh_dir(&self, name: &CStr) -> rustix::io::Result<OwnedFd> {
         tree::remove(self.dir(), name)?;
@@ -122,11 +144,10 @@ pub fn damaged_name(slot: u32) -> [u8; 11] {
 
 /// Opens (creating it if need be) the directory `name` in `parent`: a
 /// directory of our own, never a symlink.
-fn open(parent: BorrowedFd, name: &OsStr) -> rustix::io::Result<OwnedFd> {
-    let name = CString::new(name.as_bytes()).map_err(|_| Errno::INVAL)?;
-    match rustix::fs::mkdirat(parent, &name, Mode::from_raw_mode(0o755)) {
+fn open(parent: BorrowedFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
+    match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o755)) {
         Ok(()) | Err(Errno::EXIST) => {}
         Err(e) => return Err(e),
     }
-    tree::open_dir(parent, &name)
+    tree::open_dir(parent, name)
 }

@@ -119,6 +119,10 @@ impl Slots {
         &self.name
     }
 
+    pub fn publish(&self) -> Publish {
+        self.publish
+    }
+
     /// The directory holding the top-level slot files.
     pub fn dir(&self) -> BorrowedFd<'_> {
         self.name.dir.as_fd()
