@@ -403,6 +403,57 @@ fn a_job_that_does_not_checkpoint_in_time_is_killed() {
     assert!(out.stderr.contains("did not checkpoint and exit in time"));
 }
 
+/// An eviction whose job renamed its checkpoint into FILE and was killed
+/// in the pause before its SIGUSR2 (exit 124): the checkpoint is whole,
+/// and its checksum is recorded. Before, FILE.xxh3 still held the one
+/// before it, and the next start refused the good checkpoint (exit 125).
+#[test]
+fn a_checkpoint_renamed_in_before_a_timeout_is_recorded_and_restarts() {
+    let expected = uninterrupted("60");
+    let sandbox = Sandbox::with_job("ckpt-timeout-renamed");
+    let report = sandbox.path("report");
+    let evicted = |extra: &[&str]| {
+        let _ = std::fs::remove_file(&report);
+        let mut args = extra.to_vec();
+        args.extend(["./job", "60", "20"]);
+        let mut job = start(
+            sandbox
+                .ckptrun(args)
+                .env("CONDOR_JOB_REPORT", &report)
+                .env("CONDOR_JOB_VERBOSE", "1"),
+        );
+        job.wait_for(&report);
+        job.signal(libc::SIGTERM);
+        job.finish()
+    };
+    let out = evicted(&[]);
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    // The job pauses 1 s after its rename: killed 0.9 s after the request.
+    let out = evicted(&["--ckpt-timeout", "0.9"]);
+    assert_eq!(out.code(), Some(124), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("checkpointed at step"),
+        "renamed in before the kill: {}",
+        out.stderr
+    );
+    let check = std::process::Command::new("xxhsum")
+        .args(["-c", "job.ckpt.xxh3"])
+        .current_dir(&sandbox.dir)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let out = run(sandbox
+        .ckptrun(["./job", "60", "20"])
+        .env("CONDOR_JOB_VERBOSE", "1"));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
+    assert_eq!(out.stdout, expected);
+}
+
 /// The modification time of `path`, in whole seconds.
 fn mtime(path: &std::path::Path) -> i64 {
     use std::os::unix::fs::MetadataExt;

@@ -228,6 +228,18 @@ impl Protocol for Condor {
 
     fn judge(&mut self, ended: Ended, log: &Log) -> Verdict {
         let file = self.ckpt.path.display();
+        // A checkpoint renamed into FILE during this run is whole (the
+        // library renames FILE.tmp once written), however the job ended
+        // after it: killed in its pause before SIGUSR2 (exit 124), or
+        // ended after an "checkpoint and continue". Its checksum is
+        // recorded: the one before it would refuse it at the next start.
+        let written = self.ckpt.written_since(self.before);
+        if written && let Err(e) = self.ckpt.record_sum() {
+            log.warn(format_args!(
+                "{file}: cannot record its checksum ({}): the next restart goes unverified",
+                crate::os::sys::strerror(e)
+            ));
+        }
         if self.ended_by_us {
             return Verdict::Exit(NOT_CHECKPOINTABLE);
         }
@@ -235,13 +247,7 @@ impl Protocol for Condor {
             return verdict;
         }
         match (ended.exit_code(), ended.signal()) {
-            (_, Some(libc::SIGUSR2)) if self.ckpt.written_since(self.before) => {
-                if let Err(e) = self.ckpt.record_sum() {
-                    log.warn(format_args!(
-                        "{file}: cannot record its checksum ({}): the next restart goes unverified",
-                        crate::os::sys::strerror(e)
-                    ));
-                }
+            (_, Some(libc::SIGUSR2)) if written => {
                 protocol::checkpointed(self.ckpt_exit_code, self.exit_by_signal, file, log)
             }
             (_, Some(libc::SIGUSR2)) => {
