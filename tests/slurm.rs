@@ -233,6 +233,34 @@ fn a_job_submitted_by_a_requeued_run_is_checkpointed_at_its_first_preemption() {
     nothing_left_in(&dir.dir);
 }
 
+/// A run Slurm requeued that finds no store (here each run names its own,
+/// as a store on a node's own disk would be lost) says so: it makes a new
+/// one, and the job does not resume. It used to start over in silence.
+#[test]
+fn a_requeued_run_that_finds_no_store_says_so() {
+    let Some(cluster) = cluster() else { return };
+    let mut rng = rng("lost-store");
+    let dir = self_dir(cluster, "self-lost-store");
+    let script = JobDir::example("self").replace("--mode self", "--mode self --store lost.$$");
+    assert_ne!(script, JobDir::example("self"));
+    let _turn = Turn::alone();
+    let job = dir.submit_script("self-lost", &script, &["-p", "low", "-c", "1"]);
+    preempt_together(cluster, &[&job], 1, &mut rng);
+    let end = job.succeeds();
+    let out = dir.read_text("job.out");
+    assert_eq!(end.restarts, 1, "{out}");
+    let said = format!(
+        "Slurm requeued job {} (restart 1), yet this start found no store",
+        job.id
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.contains(&said)).count(),
+        1,
+        "{out}\n{}",
+        dir.log()
+    );
+}
+
 /// self_job's output over its runs (Slurm's output file, appended to):
 /// each `start step=N` after the first resumes at the step of the
 /// `checkpoint step=N` before it; `times` of them past step 0.

@@ -282,6 +282,10 @@ fn expand(args: &[OsString], ckpt: &OsString) -> Vec<OsString> {
 }
 
 impl Protocol for SelfCkpt {
+    fn made_store(&self) -> Option<&Store> {
+        self.store.made_here().then_some(&self.store)
+    }
+
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
         self.signalled = true;
         let action = self.routes.route(sig);

@@ -187,6 +187,11 @@ pub trait Protocol {
     fn stops_are_requests(&self) -> bool {
         true
     }
+    /// The store this start found none of and made (self and dmtcp
+    /// modes): a run Slurm requeued should have found one.
+    fn made_store(&self) -> Option<&crate::store::Store> {
+        None
+    }
     /// When the protocol's own timer (`--interval`, a request's time
     /// limit) next wants `on_deadline`, if ever.
     fn deadline(&self) -> Option<Instant> {

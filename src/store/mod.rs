@@ -94,6 +94,8 @@ pub struct Store {
     work: WorkingCopy,
     return_store: bool,
     packing: Packing,
+    /// This start found no store, and made it.
+    made: bool,
 }
 
 /// What `Store::open` made of the store for this start.
@@ -155,6 +157,7 @@ impl Store {
                 .map_err(at("remove the kept working copy"))
                 .map_err(fail)?;
             store.create(first, log).map_err(fail)?;
+            store.made = true;
             return Ok((store, Opened::Created));
         }
         store.slots.fill().map_err(fail)?;
@@ -202,6 +205,7 @@ impl Store {
             work,
             return_store: options.return_store,
             packing: options.packing,
+            made: false,
         })
     }
 
@@ -492,6 +496,11 @@ impl Store {
     }
 
     /// NAME as the user gave it, for messages.
+    /// Whether this start found no store, and made it.
+    pub fn made_here(&self) -> bool {
+        self.made
+    }
+
     pub fn name(&self) -> impl fmt::Display + '_ {
         self.slots.name().shown.display()
     }

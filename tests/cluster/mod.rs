@@ -174,8 +174,14 @@ impl JobDir {
     /// Copies in `examples/slurm/NAME.sh` and submits it as the submit
     /// account, with sbatch's `options` besides.
     pub fn submit_example(&self, name: &str, options: &[&str]) -> Job<'_> {
+        self.submit_script(name, &Self::example(name), options)
+    }
+
+    /// Writes `script` as `NAME.sh` and submits it as `submit_example`
+    /// does.
+    pub fn submit_script(&self, name: &str, script: &str, options: &[&str]) -> Job<'_> {
         let file = format!("{name}.sh");
-        std::fs::write(self.path(&file), Self::example(name)).unwrap();
+        std::fs::write(self.path(&file), script).unwrap();
         self.give_to_user();
         let dir = self.dir.to_str().unwrap();
         let mut args = vec!["--parsable", "--uid", &self.cluster.user, "--chdir", dir];

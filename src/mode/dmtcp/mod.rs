@@ -501,6 +501,11 @@ fn coordinator_lost(ended: Ended, log: &Log) {
 }
 
 impl Protocol for Dmtcp<'_> {
+    fn made_store(&self) -> Option<&crate::store::Store> {
+        let store = &self.place.store;
+        store.made_here().then_some(store)
+    }
+
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
         if !self.policy.is_eviction(sig) {
             return self.routes.route(sig);
