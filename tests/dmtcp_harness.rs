@@ -371,7 +371,13 @@ fn evictions_and_crashes_under_the_real_dmtcp_never_lose_or_tear_a_checkpoint() 
             .last_mut()
             .unwrap()
             .push_str(&format!(", newest now {}", at_end.generation));
-        if at_end.generation < at_start.generation {
+        if code == Some(0) {
+            // The job has ended well: its store goes with it.
+            let left = common::slots(&sandbox, STORE);
+            if !left.is_empty() || sandbox.join(format!(".{STORE}/older")).exists() {
+                run.fail(&format!("exit 0, but the store is left: {left:?}"));
+            }
+        } else if at_end.generation < at_start.generation {
             run.fail(&format!(
                 "the newest generation went back from {} to {}",
                 at_start.generation, at_end.generation

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
@@ -419,6 +419,47 @@ fn a_job_that_ended_well_leaves_no_store_and_the_next_run_starts_afresh() {
     run_once(&sandbox, &[], 85);
     assert_eq!(generations(&sandbox.dir, STORE), [0, 1]);
     assert_eq!(count_in(&slot_of(&sandbox.dir, STORE, 1)), "1");
+}
+
+/// `.NAME` may hold what is not a generation: a directory of the user's
+/// own that `--store` names (`--store cache`, and the user's `.cache`),
+/// generations set aside as damaged. A successful end removes the
+/// generations and leaves the rest. (A first version of the removal took
+/// `.NAME` with all it held: a review found it.)
+#[test]
+fn the_end_of_a_job_removes_its_generations_and_nothing_else() {
+    let sandbox = Sandbox::new("store-ended-own-files");
+    let own = sandbox.path(".cache/pip");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(own.join("wheel.txt"), "precious").unwrap();
+    for code in [85, 85, 0] {
+        run_once(&sandbox, &["--store", "cache"], code);
+    }
+    assert_eq!(
+        std::fs::read_to_string(own.join("wheel.txt")).unwrap(),
+        "precious"
+    );
+    assert_eq!(slots(&sandbox.dir, "cache"), Vec::<PathBuf>::new());
+    let mut left = names_in(&sandbox.path(".cache"));
+    left.sort();
+    assert_eq!(left, ["pip"]);
+
+    let sandbox = two_checkpoints("store-ended-damaged", &[]);
+    for g in [1, 2] {
+        flip_byte_of(&slot_of(&sandbox.dir, STORE, g), "state");
+    }
+    let mut afresh = job(&sandbox, &["--fresh-if-damaged"]);
+    let out = run(afresh.env("N", "1"));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("damaged generations are kept in"),
+        "{}",
+        out.stderr
+    );
+    let mut left = names_in(&sandbox.path(".ckptrun.store"));
+    left.sort();
+    assert_eq!(left, ["damaged.00", "damaged.01"], "as the warning said");
+    assert_eq!(slots(&sandbox.dir, STORE), Vec::<PathBuf>::new());
 }
 
 /// The store of a job that ended well is retired in one step (`older`

@@ -445,19 +445,21 @@ impl Store {
 
     /// The job has ended for good: after a failed end (or any, with
     /// `--return-store`) the newest generation goes back with the
-    /// outputs (see `slots`); after a successful one the store is
+    /// outputs (see `slots`); after a successful one its generations are
     /// removed (`Scratch::retire`): the job is done, and a new run in this
     /// directory starts afresh. But where a transfer list names the slots
     /// (`Publish::All`): they stay, as HTCondor needs them.
     pub fn at_end(&mut self, failed: bool, log: &Log) {
         let returned = failed || self.return_store;
-        let done = self.slots.at_end(returned);
-        let done = done.and_then(|()| match (returned, self.slots.publish()) {
-            (false, Publish::Newest) => self.scratch.retire(self.slots.dir()),
-            _ => Ok(()),
+        let retire = !returned && self.slots.publish() == Publish::Newest;
+        let done = self.slots.at_end(returned).and_then(|()| match retire {
+            true => self.scratch.retire(self.slots.dir()),
+            false => Ok(()),
         });
         match done {
-            Ok(()) if !returned => log.info(format_args!("the job has ended well: store removed")),
+            Ok(()) if retire => log.info(format_args!(
+                "the job has ended well: its generations removed"
+            )),
             done => self.say(done, log),
         }
     }

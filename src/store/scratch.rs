@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use rustix::fs::{FileType, Mode};
+use rustix::fs::{AtFlags, FileType, Mode};
 use rustix::io::Errno;
 
 use crate::os::dir::dir_of;
@@ -20,6 +20,7 @@ use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::tree;
 use crate::store::generation::{Failed, at};
+use crate::store::kept;
 use crate::store::slots::Name;
 
 /// The archive being written.
@@ -113,17 +114,26 @@ impl Scratch {
         tree::open_dir(self.dir(), OLDER)
     }
 
-    /// The job has ended well, and every generation is in `older`: the
-    /// store is removed, so that no later run in this directory resumes
-    /// a job that has ended. First `older` is renamed, one atomic step
-    /// after which no start finds a generation (and `clean` removes what
-    /// an interruption leaves); then `.NAME` goes, with all it holds.
-    /// `parent` holds `.NAME`.
+    /// The job has ended well, and every generation is in `older`: they
+    /// are removed, so that no later run in this directory resumes a job
+    /// that has ended. First `older` is renamed, one atomic step after
+    /// which no start finds a generation (and `clean` removes what an
+    /// interruption leaves); then it goes, and the kept working copy.
+    /// `.NAME` goes last (`parent` holds it) if nothing else is in it: a
+    /// generation set aside as damaged or failed stays, as the warning
+    /// that set it aside said, and so does whatever else is there (a
+    /// `.NAME` of the user's own, say, before ckptrun used it).
     pub fn retire(&self, parent: BorrowedFd) -> Result<(), Failed> {
         rustix::fs::renameat(self.dir(), OLDER, self.dir(), ENDED)
             .and_then(|()| rustix::fs::fsync(self.dir()))
             .map_err(at("retire the generations"))?;
-        tree::remove(parent, &self.name).map_err(at("remove the store's directory"))
+        tree::remove(self.dir(), ENDED)
+            .and_then(|()| kept::discard(self.dir()))
+            .map_err(at("remove the generations"))?;
+        match rustix::fs::unlinkat(parent, &self.name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOTEMPTY | Errno::EXIST) => Ok(()),
+            Err(e) => Err(at("remove the store's directory")(e)),
+        }
     }
 
     /// Makes `name` here a new, empty directory of ckptrun's own.

@@ -621,8 +621,8 @@ impl Protocol for Dmtcp<'_> {
     fn end(&mut self, ending: Ending, log: &Log) {
         self.stop_all(log);
         let _ = crate::os::tree::remove(self.place.store.scratch(), coordinator::TMP);
-        crate::mode::stores::at_end(&mut self.place.store, ending, log);
         let _ = crate::os::tree::remove(self.place.store.scratch(), crate::store::scratch::RESTORE);
+        crate::mode::stores::at_end(&mut self.place.store, ending, log);
         if !self.keep_images {
             self.place.images.remove();
         }

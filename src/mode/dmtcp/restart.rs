@@ -189,7 +189,7 @@ fn cut_back(fd: BorrowedFd, size: u64, which: &str, log: &Log) {
     let now = st.st_size as u64;
     if now < size {
         log.warn(format_args!(
-            "{which} holds {now} bytes, less than the {size} it held at the checkpoint"
+            "{which} holds {now} bytes, less than the {size} it held at the generation restarted from"
         ));
         return;
     }
@@ -198,10 +198,10 @@ fn cut_back(fd: BorrowedFd, size: u64, which: &str, log: &Log) {
     }
     match rustix::fs::ftruncate(fd, size) {
         Ok(()) => log.info(format_args!(
-            "{which} cut back from {now} to {size} bytes, its size at the checkpoint"
+            "{which} cut back from {now} to {size} bytes, its size at the generation restarted from"
         )),
         Err(e) => log.warn(format_args!(
-            "{which}: cannot cut it back to its size at the checkpoint: {}",
+            "{which}: cannot cut it back to its size at the generation restarted from: {}",
             sys::strerror(e)
         )),
     }
