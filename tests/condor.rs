@@ -436,6 +436,18 @@ fn a_checkpoint_renamed_in_before_a_timeout_is_recorded_and_restarts() {
         "renamed in before the kill: {}",
         out.stderr
     );
+    assert_sum_checks(&sandbox);
+    let out = run(sandbox
+        .ckptrun(["./job", "60", "20"])
+        .env("CONDOR_JOB_VERBOSE", "1"));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
+    assert_eq!(out.stdout, expected);
+}
+
+/// `xxhsum -c job.ckpt.xxh3` passes in `sandbox`: FILE.xxh3 is xxhsum's
+/// line, and it checks by hand.
+fn assert_sum_checks(sandbox: &Sandbox) {
     let check = std::process::Command::new("xxhsum")
         .args(["-c", "job.ckpt.xxh3"])
         .current_dir(&sandbox.dir)
@@ -446,12 +458,6 @@ fn a_checkpoint_renamed_in_before_a_timeout_is_recorded_and_restarts() {
         "{}",
         String::from_utf8_lossy(&check.stdout)
     );
-    let out = run(sandbox
-        .ckptrun(["./job", "60", "20"])
-        .env("CONDOR_JOB_VERBOSE", "1"));
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    assert!(out.stderr.contains("resumed at step"), "{}", out.stderr);
-    assert_eq!(out.stdout, expected);
 }
 
 /// The modification time of `path`, in whole seconds.
@@ -520,17 +526,7 @@ fn a_checkpoint_is_recorded_with_its_checksum_and_a_damaged_one_never_restarted(
     };
     let out = once(&[]);
     assert_eq!(out.code(), Some(85), "{}", out.stderr);
-    // FILE.xxh3 is xxhsum's line: it checks by hand.
-    let check = std::process::Command::new("xxhsum")
-        .args(["-c", "job.ckpt.xxh3"])
-        .current_dir(&sandbox.dir)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    assert_sum_checks(&sandbox);
 
     // One byte changed: refused in one line, before the job runs.
     let image = sandbox.path("job.ckpt");

@@ -221,6 +221,9 @@ impl Drop for Life {
     }
 }
 
+/// Each output file's name and bytes.
+type Outputs = Vec<(String, Vec<u8>)>;
+
 /// `--mode dmtcp --log ckptrun.log --stdout out --dmtcp-dir BIN EXTRA...
 /// -- ARGV...`.
 fn dmtcp_args(bin: &Path, extra: &[&str], argv: &[String]) -> Vec<String> {
@@ -264,7 +267,7 @@ fn chown_tree(path: &Path, uid: u32) {
 
 /// What the job writes when run to its end without DMTCP or ckptrun:
 /// `out` and its other outputs.
-fn reference(job: &Job) -> Vec<(String, Vec<u8>)> {
+fn reference(job: &Job) -> Outputs {
     let dir = unique_dir(&format!("{}-reference", job.name));
     std::fs::create_dir_all(&dir).unwrap();
     for input in &job.inputs {
@@ -431,17 +434,7 @@ fn ended_as_uninterrupted(life: &Life, out: Finished, reference: &[(String, Vec<
         life.log()
     );
     assert!(life.log().contains("restart complete"), "{}", life.log());
-    for (name, want) in reference {
-        let got = std::fs::read(life.path(name)).unwrap();
-        assert!(
-            got == *want,
-            "{} as {:?}: {name} differs from an uninterrupted run's:\n--- got\n{}\n--- want\n{}",
-            life.job.name,
-            life.user,
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(want)
-        );
-    }
+    same_outputs(life, reference);
     assert_nothing_left(&life.sandbox);
 }
 
@@ -1210,17 +1203,25 @@ fn flip_image_byte(slot: &Path) {
     std::fs::write(slot, bytes).unwrap();
 }
 
-#[test]
-fn a_damaged_image_is_never_restarted_from_the_generation_before_is() {
-    let _turn = one_at_a_time();
-    let Some(bin) = real_dmtcp("dmtcp_real") else {
-        return;
-    };
+/// The C job, as root, evicted once its output has each of `lines`
+/// lines; and an uninterrupted run's outputs. None without DMTCP.
+fn c_job_evicted(lines: &[usize]) -> Option<(Life, Outputs)> {
+    let bin = real_dmtcp("dmtcp_real")?;
     let job = c_job(40);
     let reference = reference(&job);
     let mut life = Life::new(job, bin, User::Root);
-    evict(&mut life, 6);
-    evict(&mut life, 14);
+    for &n in lines {
+        evict(&mut life, n);
+    }
+    Some((life, reference))
+}
+
+#[test]
+fn a_damaged_image_is_never_restarted_from_the_generation_before_is() {
+    let _turn = one_at_a_time();
+    let Some((life, reference)) = c_job_evicted(&[6, 14]) else {
+        return;
+    };
     assert_eq!(generations(&life.sandbox, STORE), [1, 2]);
     flip_image_byte(&slot_of(&life.sandbox, STORE, 2));
     // Before: dmtcp_restart failed on the image ("gzip: invalid compressed
@@ -1235,23 +1236,31 @@ fn a_damaged_image_is_never_restarted_from_the_generation_before_is() {
         "{}",
         out.stderr
     );
-    for (name, want) in &reference {
-        let got = std::fs::read(life.path(name)).unwrap();
-        assert!(got == *want, "{name} differs from an uninterrupted run's");
-    }
+    same_outputs(&life, &reference);
     assert_nothing_left(&life.sandbox);
+}
+
+/// The life's outputs are those of an uninterrupted run.
+fn same_outputs(life: &Life, reference: &[(String, Vec<u8>)]) {
+    for (name, want) in reference {
+        let got = std::fs::read(life.path(name)).unwrap();
+        assert!(
+            got == *want,
+            "{} as {:?}: {name} differs from an uninterrupted run's:\n--- got\n{}\n--- want\n{}",
+            life.job.name,
+            life.user,
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want)
+        );
+    }
 }
 
 #[test]
 fn a_start_from_generation_0_cuts_the_outputs_back_to_the_first_starts() {
     let _turn = one_at_a_time();
-    let Some(bin) = real_dmtcp("dmtcp_real") else {
+    let Some((life, reference)) = c_job_evicted(&[6]) else {
         return;
     };
-    let job = c_job(40);
-    let reference = reference(&job);
-    let mut life = Life::new(job, bin, User::Root);
-    evict(&mut life, 6);
     assert_eq!(generations(&life.sandbox, STORE), [0, 1]);
     flip_image_byte(&slot_of(&life.sandbox, STORE, 1));
     // Generation 0 is the job's first start: it runs again from there,
@@ -1265,15 +1274,7 @@ fn a_start_from_generation_0_cuts_the_outputs_back_to_the_first_starts() {
         "{}",
         out.stderr
     );
-    for (name, want) in &reference {
-        let got = std::fs::read(life.path(name)).unwrap();
-        assert!(
-            got == *want,
-            "{name} differs from an uninterrupted run's:\n--- got\n{}\n--- want\n{}",
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(want)
-        );
-    }
+    same_outputs(&life, &reference);
     assert!(
         life.log().contains("--stdout cut back from "),
         "{}",
