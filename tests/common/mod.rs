@@ -699,9 +699,11 @@ pub fn shell_from(sandbox: &Sandbox, ckptrun: &Path, extra: &[&str], script: &st
     sandbox.ckptrun_from(ckptrun, args)
 }
 
-/// Polls `cond` every 5 ms for up to 5 s.
+/// Polls `cond` every 5 ms for up to 30 s: a deadline against a hang
+/// only, long enough for a loaded machine (5 s was not, for a real DMTCP
+/// coordinator's port file in a full run beside other DMTCP tests).
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         std::thread::sleep(Duration::from_millis(5));
