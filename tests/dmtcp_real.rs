@@ -826,11 +826,14 @@ fn a_coordinator_an_earlier_run_left_is_ended_and_children_it_was_given_are_not(
     let Some(bin) = real_dmtcp("dmtcp_real") else {
         return;
     };
-    let life = Life::new(c_job(8), bin.clone(), User::Root);
-    // A first run makes the store; then a coordinator is left as a killed
-    // run leaves one (started, never joined), with its port file there.
-    let out = run_long_for(&life, life.command(&[]));
-    assert_eq!(out.code(), Some(0), "{}", life.log());
+    let life = Life::new(c_job(40), bin.clone(), User::Root);
+    // A first run, evicted, leaves the store (a run that ends well leaves
+    // none); then a coordinator is left as a killed run leaves one
+    // (started, never joined), with its port file there.
+    let mut first = start(life.command(&[]));
+    wait_for_lines(&mut first, &life.path("out"), 3);
+    first.signal(libc::SIGTERM);
+    assert_eq!(first.finish().code(), Some(85), "{}", life.log());
     let port_file = life.path(".ckptrun.store/coordinator-port");
     // Its log in the life's directory, not in /tmp for ever.
     let stale_tmp = life.base.join("stale-tmp");
@@ -851,7 +854,6 @@ fn a_coordinator_an_earlier_run_left_is_ended_and_children_it_was_given_are_not(
         .chain(dmtcp_args(&life.bin, &[], &life.job.argv))
         .map(|a| format!("'{a}'"))
         .collect();
-    std::fs::remove_file(life.path("out")).unwrap();
     let script = format!(
         "sleep 30 </dev/null >/dev/null 2>&1 & echo $! > sleeper; exec {}",
         args.join(" ")
