@@ -445,6 +445,60 @@ fn a_checkpoint_renamed_in_before_a_timeout_is_recorded_and_restarts() {
     assert_eq!(out.stdout, expected);
 }
 
+/// Under Slurm a SIGTERM that comes before the job handles its request
+/// is held, and tried again every 50 ms (`protocol::when_ready`): Slurm is
+/// asked what it means once, not at each try. A review saw 34 `scontrol`
+/// runs in 1.9 s for one preemption of a job slow to start, each a request
+/// to slurmctld. `scontrol` here is a stand-in that counts its runs and
+/// answers with the line Slurm 22.05 prints for a requeued job.
+#[test]
+fn under_slurm_a_held_sigterm_asks_slurm_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::with_job("slurm-held");
+    let bin = sandbox.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let runs = sandbox.path("scontrol-runs");
+    let scontrol = bin.join("scontrol");
+    std::fs::write(
+        &scontrol,
+        format!(
+            "#!/bin/sh\necho run >> '{}'\necho 'JobId=42 JobName=job UserId=root(0) \
+             GroupId=root(0) MCS_label=N/A Priority=1 Nice=0 Account=(null) QOS=(null) \
+             JobState=COMPLETING Reason=None Dependency=(null) Requeue=1 Restarts=1 \
+             BatchFlag=1 Reboot=0 ExitCode=0:0'\n",
+            runs.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let job = start(
+        sandbox
+            .ckptrun(["--log", "ckptrun.log", "./job", "60", "20"])
+            .env("PATH", path)
+            .env("SLURM_JOB_ID", "42")
+            .env_remove("SLURM_RESTART_COUNT")
+            .env("CONDOR_JOB_INIT_MS", "1500"),
+    );
+    let log = || std::fs::read_to_string(sandbox.path("ckptrun.log")).unwrap_or_default();
+    wait_until("the job is started", || log().contains("started ./job"));
+    job.signal(libc::SIGTERM);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    let log = log();
+    assert!(
+        log.contains("received SIGTERM: held until the job handles it"),
+        "{log}"
+    );
+    assert_eq!(
+        log_lines(&log, "SIGTERM: Slurm job 42 requeued").len(),
+        1,
+        "{log}"
+    );
+    let asked = std::fs::read_to_string(&runs).unwrap();
+    assert_eq!(asked.lines().count(), 1, "{log}");
+}
+
 /// `xxhsum -c job.ckpt.xxh3` passes in `sandbox`: FILE.xxh3 is xxhsum's
 /// line, and it checks by hand.
 fn assert_sum_checks(sandbox: &Sandbox) {

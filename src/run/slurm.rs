@@ -330,6 +330,10 @@ pub struct Watch<'p> {
     slurm: Slurm,
     /// None: scontrol could not be found (every SIGTERM is an eviction).
     query: Option<Query>,
+    /// What Slurm meant by the SIGTERM the mode holds until the job
+    /// handles its request (`protocol::when_ready`): the supervisor tries
+    /// it again every 50 ms, and Slurm is not asked again each time.
+    held: Option<Meaning>,
     inherited: &'p Inherited,
     log: &'p Log,
 }
@@ -361,8 +365,37 @@ impl<'p> Watch<'p> {
             inner,
             slurm,
             query,
+            held: None,
             inherited,
             log,
+        }
+    }
+
+    /// What Slurm means by the SIGTERM ckptrun received (said in the log).
+    fn meaning(&self, query: Option<&Query>) -> Meaning {
+        let meaning = match query {
+            Some(query) => query.ask(self.slurm.job, self.inherited, self.log),
+            None => Meaning::Unknown,
+        };
+        self.log.info(format_args!(
+            "SIGTERM: Slurm job {} {meaning}: {}",
+            self.slurm.job.id,
+            Answer::to(meaning, self.slurm.checkpoints)
+        ));
+        meaning
+    }
+
+    /// What a SIGTERM Slurm sent with `answer` does.
+    fn act(&mut self, answer: Answer, job: &Job) -> Action {
+        let sig = libc::SIGTERM;
+        match answer {
+            Answer::Evict | Answer::PassOn => self.inner.on_signal(sig, job),
+            Answer::EndNow => self.cancel(job),
+            // What --map makes of it (SIGTERM as SIGINT, say) still goes.
+            Answer::NotAgain => match self.inner.on_signal(sig, job) {
+                Action::Forward(libc::SIGTERM) => Action::Drop,
+                other => other,
+            },
         }
     }
 
@@ -382,24 +415,15 @@ impl Protocol for Watch<'_> {
         if sig != libc::SIGTERM {
             return self.inner.on_signal(sig, job);
         }
-        let meaning = match &self.query {
-            Some(query) => query.ask(self.slurm.job, self.inherited, self.log),
-            None => Meaning::Unknown,
+        let meaning = match (self.held.take(), &self.query) {
+            (Some(meaning), _) => meaning,
+            (None, query) => self.meaning(query.as_ref()),
         };
-        let answer = Answer::to(meaning, self.slurm.checkpoints);
-        self.log.info(format_args!(
-            "SIGTERM: Slurm job {} {meaning}: {answer}",
-            self.slurm.job.id
-        ));
-        match answer {
-            Answer::Evict | Answer::PassOn => self.inner.on_signal(sig, job),
-            Answer::EndNow => self.cancel(job),
-            // What --map makes of it (SIGTERM as SIGINT, say) still goes.
-            Answer::NotAgain => match self.inner.on_signal(sig, job) {
-                Action::Forward(libc::SIGTERM) => Action::Drop,
-                other => other,
-            },
+        let action = self.act(Answer::to(meaning, self.slurm.checkpoints), job);
+        if action == Action::Hold {
+            self.held = Some(meaning);
         }
+        action
     }
 
     fn on_stop(&mut self, sig: Sig, log: &Log) -> Action {
