@@ -699,11 +699,9 @@ pub fn shell_from(sandbox: &Sandbox, ckptrun: &Path, extra: &[&str], script: &st
     sandbox.ckptrun_from(ckptrun, args)
 }
 
-/// Polls `cond` every 5 ms for up to 30 s: a deadline against a hang
-/// only, long enough for a loaded machine (5 s was not, for a real DMTCP
-/// coordinator's port file in a full run beside other DMTCP tests).
+/// Polls `cond` every 5 ms for up to 5 s.
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(5);
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         std::thread::sleep(Duration::from_millis(5));
