@@ -453,7 +453,7 @@ impl Store {
         let returned = failed || self.return_store;
         let retire = !returned && self.slots.publish() == Publish::Newest;
         let done = self.slots.at_end(returned).and_then(|()| match retire {
-            true => self.scratch.retire(self.slots.dir()),
+            true => self.retire(),
             false => Ok(()),
         });
         match done {
@@ -462,6 +462,14 @@ impl Store {
             )),
             done => self.say(done, log),
         }
+    }
+
+    /// After a successful end: the generations removed (see `Scratch`),
+    /// and the kept working copy; then `.NAME` if nothing else is in it.
+    fn retire(&self) -> Result<(), Failed> {
+        self.scratch.retire()?;
+        kept::discard(self.scratch.dir()).map_err(at("remove the kept working copy"))?;
+        self.scratch.remove_if_empty(self.slots.dir())
     }
 
     /// Generation `bad` would not restart: sets it aside (see `verify`)

@@ -20,7 +20,6 @@ use crate::os::error::Error;
 use crate::os::log::Log;
 use crate::os::tree;
 use crate::store::generation::{Failed, at};
-use crate::store::kept;
 use crate::store::slots::Name;
 
 /// The archive being written.
@@ -118,18 +117,19 @@ impl Scratch {
     /// are removed, so that no later run in this directory resumes a job
     /// that has ended. First `older` is renamed, one atomic step after
     /// which no start finds a generation (and `clean` removes what an
-    /// interruption leaves); then it goes, and the kept working copy.
-    /// `.NAME` goes last (`parent` holds it) if nothing else is in it: a
-    /// generation set aside as damaged or failed stays, as the warning
-    /// that set it aside said, and so does whatever else is there (a
-    /// `.NAME` of the user's own, say, before ckptrun used it).
-    pub fn retire(&self, parent: BorrowedFd) -> Result<(), Failed> {
+    /// interruption leaves); then it goes.
+    pub fn retire(&self) -> Result<(), Failed> {
         rustix::fs::renameat(self.dir(), OLDER, self.dir(), ENDED)
             .and_then(|()| rustix::fs::fsync(self.dir()))
             .map_err(at("retire the generations"))?;
-        tree::remove(self.dir(), ENDED)
-            .and_then(|()| kept::discard(self.dir()))
-            .map_err(at("remove the generations"))?;
+        tree::remove(self.dir(), ENDED).map_err(at("remove the generations"))
+    }
+
+    /// Removes `.NAME` (`parent` holds it) if nothing is left in it: a
+    /// generation set aside as damaged or failed stays, as the warning
+    /// that set it aside said, and so does whatever else is there (a
+    /// `.NAME` of the user's own, say, before ckptrun used it).
+    pub fn remove_if_empty(&self, parent: BorrowedFd) -> Result<(), Failed> {
         match rustix::fs::unlinkat(parent, &self.name, AtFlags::REMOVEDIR) {
             Ok(()) | Err(Errno::NOTEMPTY | Errno::EXIST) => Ok(()),
             Err(e) => Err(at("remove the store's directory")(e)),
