@@ -141,7 +141,8 @@ fn on_xfs_commits_and_restores_share_blocks_and_are_still_verified() {
 
     // A new sandbox, with only the slot files (as HTCondor brings them):
     // restored, sharing the slot's blocks, and what the job gets is
-    // generation 1.
+    // generation 1. The job then fails (exit 5), so that the store, and
+    // the sharing, stay: a successful end removes the generations.
     let new = xfs.dir("new");
     for n in [0, 1] {
         assert!(sh(&format!(
@@ -150,8 +151,8 @@ fn on_xfs_commits_and_restores_share_blocks_and_are_still_verified() {
             slot(&new, n).display()
         )));
     }
-    let out = self_mode(&new, "cmp -s state ../ref");
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let out = self_mode(&new, "cmp -s state ../ref && exit 5");
+    assert_eq!(out.code(), Some(5), "{}", out.stderr);
     assert!(
         out.stderr.contains("restored from generation 1"),
         "{}",
