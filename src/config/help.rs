@@ -1,7 +1,7 @@
 //! `ckptrun --help`: the text of `help.txt`, kept in the binary as one
 //! frame of ckptrun's own codec, which build.rs writes. Read-only data
 //! counts towards the shipped binaries' 256 KiB as code does, and the
-//! 8.9 KB of text takes 3.7 KB so. Only `--help` expands it (in the
+//! 8.9 KB of text takes 3.5 KB so. Only `--help` expands it (in the
 //! codec's segment, see build.rs), into the heap: nothing is supervised
 //! then.
 

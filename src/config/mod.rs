@@ -5,7 +5,7 @@
 //! `options.rs` has the table of options and sets each into `Config`,
 //! `values.rs` turns their values into typed ones, `checks.rs` checks
 //! the whole, `jobad.rs` takes what HTCondor's job ad says, `help.rs`
-//! prints `--help` (its text is `help.txt`).
+//! gives `--help`'s text (kept in `help.txt`).
 
 mod checks;
 mod help;

@@ -372,8 +372,8 @@ impl<'p> Watch<'p> {
     }
 
     /// What Slurm means by the SIGTERM ckptrun received (said in the log).
-    fn meaning(&self, query: Option<&Query>) -> Meaning {
-        let meaning = match query {
+    fn meaning(&self) -> Meaning {
+        let meaning = match &self.query {
             Some(query) => query.ask(self.slurm.job, self.inherited, self.log),
             None => Meaning::Unknown,
         };
@@ -415,9 +415,9 @@ impl Protocol for Watch<'_> {
         if sig != libc::SIGTERM {
             return self.inner.on_signal(sig, job);
         }
-        let meaning = match (self.held.take(), &self.query) {
-            (Some(meaning), _) => meaning,
-            (None, query) => self.meaning(query.as_ref()),
+        let meaning = match self.held.take() {
+            Some(meaning) => meaning,
+            None => self.meaning(),
         };
         let action = self.act(Answer::to(meaning, self.slurm.checkpoints), job);
         if action == Action::Hold {

@@ -505,12 +505,12 @@ impl Store {
         &self.work
     }
 
-    /// NAME as the user gave it, for messages.
     /// Whether this start found no store, and made it.
     pub fn made_here(&self) -> bool {
         self.made
     }
 
+    /// NAME as the user gave it, for messages.
     pub fn name(&self) -> impl fmt::Display + '_ {
         self.slots.name().shown.display()
     }

@@ -106,11 +106,7 @@ impl Scratch {
     /// `older`, where slot files HTCondor must not upload are kept (made
     /// if need be).
     pub fn older(&self) -> rustix::io::Result<OwnedFd> {
-        match rustix::fs::mkdirat(self.dir(), OLDER, Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(e),
-        }
-        tree::open_dir(self.dir(), OLDER)
+        open(self.dir(), OLDER)
     }
 
     /// The job has ended well, and every generation is in `older`: they
