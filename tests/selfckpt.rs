@@ -593,6 +593,35 @@ fn a_store_inside_a_checkpoint_directory_is_refused() {
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
 }
 
+#[test]
+fn a_checkpoint_inside_the_stores_own_directory_is_refused() {
+    // `.NAME/` holds the older generations and the kept copy: a working
+    // path in it would be taken for them, or removed with them.
+    let sandbox = Sandbox::new("self-in-scratch");
+    std::fs::create_dir_all(sandbox.path(".ckptrun.store/older")).unwrap();
+    std::fs::create_dir(sandbox.path("ckptrun.store.0")).unwrap();
+    for ckpt in [
+        ".ckptrun.store/state",
+        ".ckptrun.store/older/state",
+        "./ckptrun.store.0/x",
+    ] {
+        let out = run(sandbox.ckptrun([
+            "--mode",
+            "self",
+            "--ckpt",
+            ckpt,
+            "--job-ckpt-exit",
+            "17",
+            "true",
+        ]));
+        assert_eq!(out.code(), Some(125), "{ckpt}: {}", out.stderr);
+        assert_one_error_line(&out, "overlap; keep them apart");
+    }
+    for dir in [".ckptrun.store/older", "ckptrun.store.0"] {
+        assert_eq!(std::fs::read_dir(sandbox.path(dir)).unwrap().count(), 0);
+    }
+}
+
 /// The optimized builds users ship, for both architectures, through a
 /// whole checkpoint cycle (the other tests use debug builds).
 #[test]

@@ -347,15 +347,16 @@ pub fn check_apart(store: &Path, base: &OsStr, paths: &[OsString]) -> Result<(),
     let parent_at = resolved(dir_of(store));
     for path in paths {
         let path_at = resolved(Path::new(path));
-        let name = path_at.file_name().map(OsStr::as_bytes).unwrap_or(b"");
         let ours = |n: &[u8]| {
             n.strip_prefix(b".")
                 .unwrap_or(n)
                 .strip_prefix(base.as_bytes())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"."))
         };
-        let beside = path_at.parent() == Some(parent_at.as_path()) && ours(name);
-        if under(&parent_at, &path_at) || beside {
+        // The first name below the store's directory on the way to the
+        // path: a slot, the scratch `.NAME/` or anything in it is ours.
+        let first = first_below(&path_at, &parent_at);
+        if under(&parent_at, &path_at) || first.is_some_and(ours) {
             return Err(Error::usage(
                 store.display(),
                 format_args!(
@@ -373,10 +374,21 @@ pub fn check_apart(store: &Path, base: &OsStr, paths: &[OsString]) -> Result<(),
 /// Not `Path::starts_with`, which would take 474 bytes of the
 /// supervisor's code (see build.rs) for the components it compares.
 fn under(inner: &Path, outer: &Path) -> bool {
-    let outer = outer.as_os_str().as_bytes();
-    let outer = outer.strip_suffix(b"/").unwrap_or(outer);
-    let rest = inner.as_os_str().as_bytes().strip_prefix(outer);
+    let rest = inner.as_os_str().as_bytes().strip_prefix(trimmed(outer));
     rest.is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+}
+
+/// The first name after `outer/` in `inner`, if `inner` lies strictly
+/// under `outer` (both as `resolved` gives them).
+fn first_below<'a>(inner: &'a Path, outer: &Path) -> Option<&'a [u8]> {
+    let rest = inner.as_os_str().as_bytes().strip_prefix(trimmed(outer))?;
+    rest.strip_prefix(b"/")?.split(|&b| b == b'/').next()
+}
+
+/// `path`'s bytes without a trailing `/` (the root's are empty).
+fn trimmed(path: &Path) -> &[u8] {
+    let bytes = path.as_os_str().as_bytes();
+    bytes.strip_suffix(b"/").unwrap_or(bytes)
 }
 
 /// `path` with symlinks resolved, as far as it exists.
@@ -407,5 +419,15 @@ mod tests {
         assert!(under("/a/b/c", "/"));
         assert!(!under("/a/bc", "/a/b"));
         assert!(!under("/a", "/a/b"));
+    }
+
+    #[test]
+    fn first_below_names_the_first_component_under() {
+        let first = |a: &'static str, b: &str| first_below(Path::new(a), Path::new(b));
+        assert_eq!(first("/a/b/c", "/a"), Some(&b"b"[..]));
+        assert_eq!(first("/a/b", "/a/"), Some(&b"b"[..]));
+        assert_eq!(first("/a/b", "/"), Some(&b"a"[..]));
+        assert_eq!(first("/a", "/a"), None);
+        assert_eq!(first("/ab/c", "/a"), None);
     }
 }

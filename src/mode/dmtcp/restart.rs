@@ -117,8 +117,10 @@ impl Restart {
                 "generation has no images-dir: not a --mode dmtcp store",
             )
         })?;
+        // Both from getcwd(3): compared byte for byte (Path's comparison,
+        // by components, is 400 bytes of this segment's code on i686).
         if let Some(then) = path(b"cwd")
-            && then != cwd
+            && then.as_os_str() != cwd.as_os_str()
             && then.is_dir()
         {
             // DMTCP reopens the job's files by their absolute paths, and
