@@ -453,25 +453,18 @@ fn a_checkpoint_renamed_in_before_a_timeout_is_recorded_and_restarts() {
 /// answers with the line Slurm 22.05 prints for a requeued job.
 #[test]
 fn under_slurm_a_held_sigterm_asks_slurm_once() {
-    use std::os::unix::fs::PermissionsExt;
     let sandbox = Sandbox::with_job("slurm-held");
-    let bin = sandbox.path("bin");
-    std::fs::create_dir(&bin).unwrap();
     let runs = sandbox.path("scontrol-runs");
-    let scontrol = bin.join("scontrol");
-    std::fs::write(
-        &scontrol,
-        format!(
-            "#!/bin/sh\necho run >> '{}'\necho 'JobId=42 JobName=job UserId=root(0) \
+    let path = sandbox.stand_in(
+        "scontrol",
+        &format!(
+            "echo run >> '{}'\necho 'JobId=42 JobName=job UserId=root(0) \
              GroupId=root(0) MCS_label=N/A Priority=1 Nice=0 Account=(null) QOS=(null) \
              JobState=COMPLETING Reason=None Dependency=(null) Requeue=1 Restarts=1 \
-             BatchFlag=1 Reboot=0 ExitCode=0:0'\n",
+             BatchFlag=1 Reboot=0 ExitCode=0:0'",
             runs.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    );
     let job = start(
         sandbox
             .ckptrun(["--log", "ckptrun.log", "./job", "60", "20"])

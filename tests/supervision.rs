@@ -236,15 +236,45 @@ fn a_plain_program_stops_on_sigtstp_and_is_ended_not_hung() {
 }
 
 #[test]
-fn a_program_that_ignores_sigterm_after_stopping_is_killed() {
+fn a_program_that_survives_sigterm_after_stopping_is_killed() {
+    // It handles SIGTERM and goes on: SIGKILL after END_GRACE.
     let sandbox = Sandbox::new("stubborn");
-    let script = "trap '' TERM; echo ready > ready; while :; do sleep 0.05; done";
+    let script = "trap : TERM; echo ready > ready; while :; do sleep 0.05; done";
     let mut job = start(shell(&sandbox, &[], script));
     job.wait_for(&sandbox.path("ready"));
     job.signal(libc::SIGTSTP);
     let out = job.finish();
     assert_eq!(out.code(), Some(120), "{}", out.stderr);
     assert!(out.stderr.contains("sending SIGKILL"), "{}", out.stderr);
+}
+
+/// Under Slurm every process ckptrun starts ignores SIGTERM
+/// (`run::slurm::shield`): a plain program the eviction's SIGTSTP stopped
+/// is killed at once, not after END_GRACE's 10 s (a review waited them
+/// out). `scontrol` is a stand-in that fails: Slurm unreachable, which
+/// is taken for an eviction.
+#[test]
+fn a_program_that_ignores_sigterm_after_stopping_is_killed_at_once() {
+    let sandbox = Sandbox::new("slurm-plain-sleep");
+    let path = sandbox.stand_in("scontrol", "exit 1");
+    let script = "echo ready > ready; exec sleep 60";
+    let mut job = start(
+        shell(&sandbox, &["-v"], script)
+            .env("PATH", path)
+            .env("SLURM_JOB_ID", "42")
+            .env_remove("SLURM_RESTART_COUNT"),
+    );
+    job.wait_for(&sandbox.path("ready"));
+    job.signal(libc::SIGTERM);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(120), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("stopped by SIGTSTP (it ignores SIGTERM): killing the job"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("10s after SIGTERM"), "{}", out.stderr);
 }
 
 #[test]

@@ -14,10 +14,21 @@ use crate::os::sys::{self, Pid, Sig};
 /// `false` when that cannot be known: /proc unreadable, or a /proc that
 /// belongs to another PID namespace (its `pid` is not our child).
 pub fn catches(pid: Pid, sig: Sig) -> bool {
+    in_mask(pid, sig, |s| s.caught)
+}
+
+/// Whether our child `pid` ignores `sig` (1-31): SIGTERM, say, under
+/// Slurm (`run::slurm::shield`). `false` when that cannot be known.
+pub fn ignores(pid: Pid, sig: Sig) -> bool {
+    in_mask(pid, sig, |s| s.ignored)
+}
+
+/// Whether `sig` is in the mask `pick` takes from our child's stat line.
+fn in_mask(pid: Pid, sig: Sig, pick: fn(&Stat) -> u64) -> bool {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     stat(pid)
-        .filter(|&(ppid, _)| ppid == me)
-        .is_some_and(|(_, mask)| (1..=31).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
+        .filter(|s| s.ppid == me)
+        .is_some_and(|s| (1..=31).contains(&sig) && pick(&s) & (1u64 << (sig - 1)) != 0)
 }
 
 /// The signals our child `pid` catches and has pending, sent to it or
@@ -26,7 +37,7 @@ pub fn catches(pid: Pid, sig: Sig) -> bool {
 /// /proc cannot say. Does not allocate.
 pub fn caught_pending(pid: Pid) -> u64 {
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    if stat(pid).is_none_or(|(ppid, _)| ppid != me) {
+    if stat(pid).is_none_or(|s| s.ppid != me) {
         return 0;
     }
     // The masks come some 650 bytes in; the rest (1.4 KiB in all) is not
@@ -63,7 +74,7 @@ fn hex(field: &[u8]) -> Option<u64> {
 /// mounted, or not our PID namespace's). Does not allocate.
 pub fn has_exited(pid: Pid) -> Option<bool> {
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    stat(pid).filter(|&(ppid, _)| ppid == me)?;
+    stat(pid).filter(|s| s.ppid == me)?;
     let mut path: heapless::String<32> = heapless::String::new();
     write!(path, "/proc/{pid}/exe\0").ok()?;
     let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
@@ -110,8 +121,17 @@ pub fn ended_unreaped(pid: Pid) -> Option<i32> {
     }
 }
 
-/// Parent and caught-signal mask of `pid`, from /proc/PID/stat.
-fn stat(pid: Pid) -> Option<(Pid, u64)> {
+/// What ckptrun reads of a process's /proc/PID/stat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stat {
+    ppid: Pid,
+    /// Signals 1-31 it ignores, and those it has a handler for.
+    ignored: u64,
+    caught: u64,
+}
+
+/// Parent and signal masks of `pid`, from /proc/PID/stat.
+fn stat(pid: Pid) -> Option<Stat> {
     // One line of about 300 bytes (the command name is at most 16);
     // a full buffer means something unexpected: unknown.
     let mut buf = [0u8; 1024];
@@ -130,18 +150,23 @@ fn read<'b>(pid: Pid, file: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
     Some(&buf[..len])
 }
 
-/// The parent (field 4) and `sigcatch` (field 34 of proc(5), decimal,
-/// signals 1-31) from a stat line.
-fn parse_stat(stat: &[u8]) -> Option<(Pid, u64)> {
+/// The parent (field 4), `sigignore` and `sigcatch` (fields 33 and 34 of
+/// proc(5), decimal, signals 1-31) from a stat line.
+fn parse_stat(stat: &[u8]) -> Option<Stat> {
     // The command name (field 2) may hold spaces and parentheses: the
     // fields that follow start after the last ')'.
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = core::str::from_utf8(stat.get(close + 2..)?).ok()?;
     let mut fields = rest.split_ascii_whitespace();
-    let ppid = decimal::parse(fields.nth(1)?.as_bytes())?; // field 4
-    let caught = decimal::parse(fields.nth(29)?.as_bytes())?; // field 34
-    let ppid = Pid::try_from(ppid).ok()?;
-    Some((ppid, caught))
+    let mut next = |skip| decimal::parse(fields.nth(skip)?.as_bytes());
+    let ppid = Pid::try_from(next(1)?).ok()?; // field 4
+    let ignored = next(28)?; // field 33
+    let caught = next(0)?; // field 34
+    Some(Stat {
+        ppid,
+        ignored,
+        caught,
+    })
 }
 
 /// Whether the /proc mounted here shows our own PID namespace: its
@@ -188,7 +213,7 @@ pub fn children(pid: Pid, buf: &mut [u8]) -> impl Iterator<Item = Pid> + '_ {
     buf[..whole]
         .split(|&b| b == b' ')
         .filter_map(|n| Pid::try_from(decimal::parse(n)?).ok())
-        .filter(move |&child| stat(child).is_some_and(|(ppid, _)| ppid == me))
+        .filter(move |&child| stat(child).is_some_and(|s| s.ppid == me))
 }
 
 #[cfg(test)]
@@ -210,9 +235,14 @@ mod tests {
         1000 50 18446744073709551615 1 1 0 0 0 0 0 4096 526336 17 1 0 0 0 0 0\n";
 
     #[test]
-    fn reads_sigcatch_after_the_command_name() {
+    fn reads_the_signal_masks_after_the_command_name() {
         // Fields 31-34: pending 0, blocked 0, ignored 4096, caught 526336.
-        assert_eq!(parse_stat(STAT), Some((77, 526_336)));
+        let stat = Stat {
+            ppid: 77,
+            ignored: 4096,
+            caught: 526_336,
+        };
+        assert_eq!(parse_stat(STAT), Some(stat));
         assert_eq!(
             526_336,
             (1 << (libc::SIGTSTP - 1)) | (1 << (libc::SIGUSR2 - 1))
@@ -279,6 +309,11 @@ mod tests {
         let mut child = child;
         let _ = child.kill();
         let _ = child.wait();
-        assert_eq!(seen, Some((me, 0)), "our child, catching nothing");
+        let nothing = Stat {
+            ppid: me,
+            ignored: 0,
+            caught: 0,
+        };
+        assert_eq!(seen, Some(nothing), "our child, catching nothing");
     }
 }

@@ -316,6 +316,11 @@ impl Supervisor<'_> {
                 let _ = sys::kill(self.target, sig);
             }
             Action::Drop | Action::Hold => self.log.info(format_args!("{why}: nothing sent")),
+            // A job that ignores SIGTERM (under Slurm it starts so) would
+            // wait out END_GRACE for nothing.
+            Action::End if procfs::ignores(self.job.pid, libc::SIGTERM) => {
+                self.act(format_args!("{why} (it ignores SIGTERM)"), Action::Kill)
+            }
             Action::End => {
                 self.log
                     .info(format_args!("{why}: ending the job (SIGTERM, SIGCONT)"));

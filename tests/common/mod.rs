@@ -257,6 +257,19 @@ impl Sandbox {
         cmd
     }
 
+    /// A PATH that finds `bin/NAME` in the sandbox first, a shell script
+    /// of `script`'s lines standing in for a program (Slurm's `scontrol`,
+    /// say), then the test's own PATH.
+    pub fn stand_in(&self, name: &str, script: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = self.path("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let program = bin.join(name);
+        std::fs::write(&program, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+    }
+
     /// A copy of `program` in the sandbox that any user can run: the
     /// copy 0755 and the sandbox (under /tmp) open to all (at least
     /// 0755), as a user transfers ckptrun. For tests that run as `nobody`,
