@@ -622,6 +622,38 @@ fn a_checkpoint_inside_the_stores_own_directory_is_refused() {
     }
 }
 
+/// A run Slurm requeued that finds no generation starts the job from the
+/// beginning, and says so: here the slots hold nothing (HTCondor's kind
+/// of placeholder). One that finds a generation says nothing. `scontrol`
+/// is a stand-in that answers as Slurm 22.05 does for a running job.
+#[test]
+fn under_slurm_a_requeued_run_that_finds_only_empty_slots_says_so() {
+    let sandbox = Sandbox::new("slurm-empty-slots");
+    let path = sandbox.stand_in(
+        "scontrol",
+        "echo \"JobId=42 JobName=job JobState=RUNNING Reason=None Requeue=1 \
+         Restarts=$SLURM_RESTART_COUNT BatchFlag=1 ExitCode=0:0\"",
+    );
+    std::fs::write(sandbox.path("ckptrun.store.0"), b"").unwrap();
+    let requeued = |restart: &str, script: &str| {
+        run(self_sh(&sandbox, &[], script)
+            .env("PATH", &path)
+            .env("SLURM_JOB_ID", "42")
+            .env("SLURM_RESTART_COUNT", restart))
+    };
+    let said = "Slurm requeued job 42 (restart 1), yet this start found no checkpoint there";
+    let out = requeued("1", "echo 1 > state; exit 17");
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_eq!(out.stderr.matches(said).count(), 1, "{}", out.stderr);
+    let out = requeued("2", "test \"$(cat state)\" = 1");
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("found no checkpoint"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// The optimized builds users ship, for both architectures, through a
 /// whole checkpoint cycle (the other tests use debug builds).
 #[test]

@@ -250,7 +250,7 @@ fn a_requeued_run_that_finds_no_store_says_so() {
     let out = dir.read_text("job.out");
     assert_eq!(end.restarts, 1, "{out}");
     let said = format!(
-        "Slurm requeued job {} (restart 1), yet this start found no store",
+        "Slurm requeued job {} (restart 1), yet this start found no checkpoint there",
         job.id
     );
     assert_eq!(

@@ -282,8 +282,8 @@ fn expand(args: &[OsString], ckpt: &OsString) -> Vec<OsString> {
 }
 
 impl Protocol for SelfCkpt {
-    fn made_store(&self) -> Option<&Store> {
-        self.store.made_here().then_some(&self.store)
+    fn empty_store(&self) -> Option<&Store> {
+        self.store.found_none().then_some(&self.store)
     }
 
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {

@@ -187,9 +187,9 @@ pub trait Protocol {
     fn stops_are_requests(&self) -> bool {
         true
     }
-    /// The store this start found none of and made (self and dmtcp
+    /// The store in which this start found no generation (self and dmtcp
     /// modes): a run Slurm requeued should have found one.
-    fn made_store(&self) -> Option<&crate::store::Store> {
+    fn empty_store(&self) -> Option<&crate::store::Store> {
         None
     }
     /// When the protocol's own timer (`--interval`, a request's time

@@ -352,10 +352,10 @@ impl<'p> Watch<'p> {
         if let Some(query) = query.as_ref().filter(|_| slurm.job.restarts > 0) {
             slurm.job.restarts = query.baseline(slurm.job.restarts, inherited, log);
         }
-        if let Some(store) = inner.made_store().filter(|_| slurm.job.restarts > 0) {
+        if let Some(store) = inner.empty_store().filter(|_| slurm.job.restarts > 0) {
             log.warn(format_args!(
-                "{}: Slurm requeued job {} (restart {}), yet this start found no store there, \
-                 and made one: the job does not resume from a checkpoint",
+                "{}: Slurm requeued job {} (restart {}), yet this start found no checkpoint \
+                 there: the job starts from the beginning",
                 store.name(),
                 slurm.job.id,
                 slurm.job.restarts

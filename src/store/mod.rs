@@ -94,8 +94,9 @@ pub struct Store {
     work: WorkingCopy,
     return_store: bool,
     packing: Packing,
-    /// This start found no store, and made it.
-    made: bool,
+    /// This start found no generation: no store (it made one), or
+    /// slots that hold nothing.
+    found_none: bool,
 }
 
 /// What `Store::open` made of the store for this start.
@@ -157,7 +158,7 @@ impl Store {
                 .map_err(at("remove the kept working copy"))
                 .map_err(fail)?;
             store.create(first, log).map_err(fail)?;
-            store.made = true;
+            store.found_none = true;
             return Ok((store, Opened::Created));
         }
         store.slots.fill().map_err(fail)?;
@@ -205,7 +206,7 @@ impl Store {
             work,
             return_store: options.return_store,
             packing: options.packing,
-            made: false,
+            found_none: false,
         })
     }
 
@@ -244,6 +245,7 @@ impl Store {
             None if self.slots.damaged().is_empty() => {
                 restore.set_aside(log).map_err(fail)?;
                 self.arrange(log);
+                self.found_none = true;
                 Ok(Opened::Empty)
             }
             None => {
@@ -505,9 +507,10 @@ impl Store {
         &self.work
     }
 
-    /// Whether this start found no store, and made it.
-    pub fn made_here(&self) -> bool {
-        self.made
+    /// Whether this start found no generation at all: no store, or one
+    /// whose slots hold nothing (HTCondor's placeholders, say).
+    pub fn found_none(&self) -> bool {
+        self.found_none
     }
 
     /// NAME as the user gave it, for messages.

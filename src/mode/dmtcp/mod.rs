@@ -501,9 +501,9 @@ fn coordinator_lost(ended: Ended, log: &Log) {
 }
 
 impl Protocol for Dmtcp<'_> {
-    fn made_store(&self) -> Option<&crate::store::Store> {
+    fn empty_store(&self) -> Option<&crate::store::Store> {
         let store = &self.place.store;
-        store.made_here().then_some(store)
+        store.found_none().then_some(store)
     }
 
     fn on_signal(&mut self, sig: Sig, job: &Job) -> Action {
