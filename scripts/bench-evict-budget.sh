@@ -4,15 +4,17 @@
 # JobMaxVacateTime = VACATE, SIGTERM to ckptrun, SIGKILL to its process
 # group VACATE seconds later (HTCondor's hard kill). The job holds SIZE_MB
 # of text (Rust's library sources over and over). For each ckptrun
-# binary given, interleaved, RUNS evictions; per binary:
+# binary given, interleaved (the order turned each run), RUNS evictions;
+# per binary:
 #   outcome   how many ended 85 (committed), 124 (DMTCP's images not
 #             complete within --ckpt-timeout) or killed (SIGKILL at VACATE:
 #             the commit did not end in time; nothing committed);
 #   write     ms from the request to DMTCP's images complete (its log);
 #   commit    ms from the images complete to the commit done (its log),
 #             for the runs that committed; and how each was stored.
-# Also, as the peer, the same eviction with a JobMaxVacateTime of 60 and
-# --no-compress, then without: the commit's time raw and compressed.
+# Also, as the peer, the same eviction by the last build given with a
+# JobMaxVacateTime of 60, with --no-compress and without: the commit's
+# time raw and compressed.
 # Usage: scripts/bench-evict-budget.sh [RUNS] [SIZE_MB] [VACATE] [CKPTRUN...]
 #   (default 5, 1024, 4, and this checkout's release build)
 set -euo pipefail
@@ -26,6 +28,8 @@ if [ "$#" -eq 0 ]; then
     CARGO_BUILD_OPTS="--locked --quiet" scripts/build-release.sh x86_64-unknown-linux-musl
     set -- "$PWD/target/x86_64-unknown-linux-musl/release/ckptrun"
 fi
+# The peers' commits, raw and compressed, by the last build given.
+peer=${!#}
 prefix=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
 "$PWD/../shared/tools/real-dmtcp.sh" "$prefix" >/dev/null
 dmtcp=$prefix/bin
@@ -68,6 +72,9 @@ one() {
     shift 2
     printf 'JobMaxVacateTime = %s\n' "$vac" > ad
     rm -rf ck && mkdir ck && cp big ck/
+    # What the run before left dirty is written out first: DMTCP's write
+    # of the images was some 3 s after one run and 1 s after another.
+    sync
     (cd ck && exec setsid env _CONDOR_JOB_AD="$work/ad" "$ck" --mode dmtcp --dmtcp-dir "$dmtcp" \
         --images-dir "$work/images" --log log --stdout out "$@" -- ./big "$size" "$work/text") &
     pid=$!
@@ -97,15 +104,23 @@ one() {
 echo "## Machine"
 echo "- $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r); /tmp: $(findmnt -T "$work" -o FSTYPE -n | head -1); DMTCP 4.2.0; $size MiB of text; $runs runs each, interleaved"
 echo
+# Each eviction's time depends on the one before it (DMTCP's write of the
+# images took 3 s after some, 1 s after others, sync or not): each run
+# starts one further along the list, so each follows each in turn.
+jobs=()
+i=0
+for ck in "$@"; do
+    i=$((i + 1))
+    jobs+=("b$i $ck $vacate")
+done
+jobs+=("raw $peer 60 --no-compress" "compressed $peer 60")
 for run in $(seq "$runs"); do
     echo "bench-evict-budget: run $run" >&2
-    i=0
-    for ck in "$@"; do
-        i=$((i + 1))
-        echo "b$i $(one "$ck" "$vacate")" >> results
+    for k in $(seq 0 $(( ${#jobs[@]} - 1 ))); do
+        read -r key ck vac args <<<"${jobs[$(( (k + run) % ${#jobs[@]} ))]}"
+        # shellcheck disable=SC2086 # args: one option or none
+        echo "$key $(one "$ck" "$vac" $args)" >> results
     done
-    echo "raw $(one "$1" 60 --no-compress)" >> results
-    echo "compressed $(one "$1" 60)" >> results
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "| ckptrun | JobMaxVacateTime | 85 | 124 | killed | write, median ms | commit, median ms | stored raw |"
@@ -115,8 +130,8 @@ for ck in "$@" peer-raw peer-compressed; do
     i=$((i + 1))
     key=b$i vac=$vacate name=$ck
     case $ck in
-        peer-raw) key=raw vac=60 name="$1 --no-compress" ;;
-        peer-compressed) key=compressed vac=60 name="$1" ;;
+        peer-raw) key=raw vac=60 name="$peer --no-compress" ;;
+        peer-compressed) key=compressed vac=60 name="$peer" ;;
     esac
     rows=$(grep "^$key " results | cut -d' ' -f2-)
     n() { grep -c "^$1 " <<<"$rows" || true; }
