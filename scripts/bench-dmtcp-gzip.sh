@@ -27,37 +27,14 @@ prefix=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
 dmtcp=$prefix/bin
 ckptrun=$PWD/target/x86_64-unknown-linux-musl/release/ckptrun
 sources=$(rustc --print sysroot)/lib/rustlib/src/rust/library
+repo=$PWD
 work=$(mktemp -d /tmp/ckptrun-bench-dmtcp-gzip.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 unset _CONDOR_JOB_AD DMTCP_GZIP
 find "$sources" -name '*.rs' | sort | xargs cat > text
 
-# big SIZE_MB FILE: fills SIZE_MB of memory with FILE over and over, then
-# prints a line every 20 ms.
-cat > big.c <<'C'
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    size_t size = (size_t)atol(argv[1]) << 20, at = 0;
-    unsigned char *mem = malloc(size);
-    if (!mem) return 2;
-    while (at < size) {
-        FILE *f = fopen(argv[2], "r");
-        if (!f) return 2;
-        size_t n;
-        while (at < size && (n = fread(mem + at, 1, size - at > 65536 ? 65536 : size - at, f)) > 0) at += n;
-        fclose(f);
-    }
-    for (long i = 0;; i++) {
-        printf("ready %ld %u\n", i, mem[(i * 4096) % size]);
-        fflush(stdout);
-        usleep(20000);
-    }
-}
-C
-cc -O1 -o big big.c
+cc -O1 -o big "$repo/scripts/big.c"
 
 now() { date +%s%3N; }
 until_() { for _ in $(seq 24000); do if "$@"; then return 0; fi; sleep 0.005; done; echo "timed out: $*" >&2; exit 1; }

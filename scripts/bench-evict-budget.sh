@@ -34,33 +34,12 @@ prefix=${CKPTRUN_DMTCP:-/tmp/ckptrun-dmtcp-4.2.0}
 "$PWD/../shared/tools/real-dmtcp.sh" "$prefix" >/dev/null
 dmtcp=$prefix/bin
 sources=$(rustc --print sysroot)/lib/rustlib/src/rust/library
+repo=$PWD
 work=$(mktemp -d /tmp/ckptrun-bench-evict.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 find "$sources" -name '*.rs' | sort | xargs cat > text
-cat > big.c <<'C'
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    size_t size = (size_t)atol(argv[1]) << 20, at = 0;
-    unsigned char *mem = malloc(size);
-    if (!mem) return 2;
-    while (at < size) {
-        FILE *f = fopen(argv[2], "r");
-        if (!f) return 2;
-        size_t n;
-        while (at < size && (n = fread(mem + at, 1, size - at > 65536 ? 65536 : size - at, f)) > 0) at += n;
-        fclose(f);
-    }
-    for (long i = 0;; i++) {
-        printf("ready %ld\n", i);
-        fflush(stdout);
-        usleep(20000);
-    }
-}
-C
-cc -O1 -o big big.c
+cc -O1 -o big "$repo/scripts/big.c"
 mkdir images
 
 # ms since the epoch of a log line's time stamp (2026-11-28T08:50:10.255Z).
