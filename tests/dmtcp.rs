@@ -272,60 +272,6 @@ fn resumes_from_generation_1(sandbox: &Sandbox, steps: u32, expected: &str) {
     assert_nothing_left(sandbox);
 }
 
-/// An eviction's time limit covers its commit: images that compressing
-/// would not commit in time, as `store::commit` reckons it at the
-/// slowest (384 MiB on the one CPU ckptrun is given here: 6.7 s), are
-/// stored as they are, and that is said; with time to spare the same
-/// images are compressed (the fake's are mostly zeros). Either generation
-/// restarts to the uninterrupted result. A limit of 6 s is short of
-/// 6.7 however long the fake takes to write the images, up to 6 s.
-#[test]
-fn an_eviction_short_of_time_commits_its_images_uncompressed() {
-    let image: u64 = 384 << 20;
-    for (limit, raw) in [("60", false), ("6", true)] {
-        let sandbox = sandbox(&format!("short-of-time-{raw}"));
-        let expected = reference(300);
-        let mut cmd = dmtcp(&sandbox, &["--ckpt-timeout", limit], 300, 10);
-        cmd.env("FAKE_DMTCP_IMAGE_KB", (image >> 10).to_string());
-        let one = one_cpu_of_ours();
-        before_exec(&mut cmd, move || {
-            // SAFETY: sched_setaffinity is a system call, given a whole set.
-            unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&one), &one) };
-        });
-        let mut running = started(cmd, &sandbox);
-        wait_for_lines(&mut running, &sandbox.path("out"), 3);
-        running.signal(libc::SIGTERM);
-        let out = running.finish();
-        assert_eq!(out.code(), Some(85), "{}", out.stderr);
-        let said = out.stderr.contains("stored uncompressed, which is quicker");
-        assert_eq!(said, raw, "{}", out.stderr);
-        let stored = std::fs::metadata(slot_of(&sandbox.dir, STORE, 1))
-            .unwrap()
-            .len();
-        match raw {
-            true => assert!(stored > image, "{stored}"),
-            false => assert!(stored < image / 16, "{stored}"),
-        }
-        resumes_from_generation_1(&sandbox, 300, &expected);
-    }
-}
-
-/// A CPU set holding the first CPU this process may run on.
-fn one_cpu_of_ours() -> libc::cpu_set_t {
-    // SAFETY: cpu_set_t is plain bits, valid all zero; the calls read and
-    // write the sets they are given, of the size given.
-    unsafe {
-        let mut ours: libc::cpu_set_t = std::mem::zeroed();
-        libc::sched_getaffinity(0, std::mem::size_of_val(&ours), &mut ours);
-        let first = (0..libc::CPU_SETSIZE as usize)
-            .find(|&c| libc::CPU_ISSET(c, &ours))
-            .unwrap_or(0);
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(first, &mut one);
-        one
-    }
-}
-
 #[test]
 fn the_job_ads_vacate_time_bounds_a_checkpoint_that_never_completes() {
     let sandbox = sandbox("jobad");

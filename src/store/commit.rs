@@ -8,7 +8,6 @@
 //! is freed by a child, out of the commit's path.
 
 use std::os::fd::AsFd;
-use std::time::Duration;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
@@ -42,21 +41,6 @@ pub enum Take {
 pub enum Freeing {
     Wait,
     Leave,
-}
-
-/// Raw bytes a second that one process compressing a commit's files is
-/// reckoned to take in, at the slowest: under a third of the some 200
-/// MB/s one does with text on the machine of BENCHMARKS.md (the encoder,
-/// each frame expanded again and compared, the hash), for a busy node.
-const COMPRESSED_PER_SECOND: u64 = 60_000_000;
-
-/// Whether compressing `bytes` (for a commit) is reckoned to be done
-/// within `left`, on the CPUs ckptrun may use (two processes at most,
-/// see `pack`).
-pub fn compresses_within(bytes: u64, left: Duration) -> bool {
-    let processes = crate::os::sys::cpus().clamp(1, 2) as u64;
-    let ms = bytes / (COMPRESSED_PER_SECOND * processes / 1000);
-    ms < left.as_millis() as u64
 }
 
 /// What a commit adds to the archive after the description.
@@ -284,18 +268,4 @@ fn build(
             _ => at("write the archive")(e),
         })?;
     rustix::fs::fsync(&out).map_err(at("fsync the archive"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn compressing_is_reckoned_at_60_mb_a_second_a_process() {
-        let processes = crate::os::sys::cpus().clamp(1, 2) as u64;
-        let bytes = 600_000_000 * processes;
-        assert!(compresses_within(bytes, Duration::from_millis(10_001)));
-        assert!(!compresses_within(bytes, Duration::from_millis(10_000)));
-        assert!(!compresses_within(1, Duration::ZERO));
-    }
 }

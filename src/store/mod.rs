@@ -51,9 +51,8 @@ use std::ffi::{CStr, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Instant;
 
-use rustix::fs::{AtFlags, CWD};
+use rustix::fs::CWD;
 
 pub use self::commit::Take;
 pub use self::pack::Packing;
@@ -95,9 +94,6 @@ pub struct Store {
     work: WorkingCopy,
     return_store: bool,
     packing: Packing,
-    /// When the next `commit_dir` must be done (an eviction's time
-    /// limit): see `packing_by`.
-    finish_by: Option<Instant>,
     /// This start found no generation: no store (it made one), or
     /// slots that hold nothing.
     found_none: bool,
@@ -210,7 +206,6 @@ impl Store {
             work,
             return_store: options.return_store,
             packing: options.packing,
-            finish_by: None,
             found_none: false,
         })
     }
@@ -428,12 +423,11 @@ impl Store {
     ) -> Result<u64, Failed> {
         self.slots.scan(None)?;
         let g = self.slots.next_number();
-        let packing = self.packing_by(dir, log);
         let rooms = (&mut self.slots, &self.scratch, &self.tag);
         let fill = &mut |w: &mut writer::Writer| {
             tree::each_name(dir, |name| w.tree(dir, name, name.to_bytes()))
         };
-        let written = commit::write(rooms, (g, extra, packing), Freeing::Wait, fill, log);
+        let written = commit::write(rooms, (g, extra, self.packing), Freeing::Wait, fill, log);
         crate::os::stack::release();
         let slot = written?;
         self.committed(g, slot, log);
@@ -511,44 +505,6 @@ impl Store {
     /// The working paths.
     pub fn work(&self) -> &WorkingCopy {
         &self.work
-    }
-
-    /// How a commit of the files in `dir` packs them: as `--no-compress`
-    /// says, unless compressing them (by `commit::compresses_within`'s
-    /// slowest reckoning) would not be done by `finish_by`. Then they go
-    /// as they are, which is quicker (BENCHMARKS.md, "An eviction short of
-    /// time"): a checkpoint stored large costs an upload, one not committed
-    /// by the eviction's end is lost, and with it the work since the last.
-    /// Never inlined: its one caller is inlined into dmtcp mode's segment,
-    /// which has no room for it on i686 (build.rs).
-    #[inline(never)]
-    fn packing_by(&self, dir: BorrowedFd, log: &Log) -> Packing {
-        let packing = self.packing;
-        let Some(by) = self.finish_by.filter(|_| packing == Packing::WherePays) else {
-            return packing;
-        };
-        let mut bytes = 0u64;
-        let _ = tree::each_name(dir, |name| {
-            let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-            bytes += st.st_size as u64;
-            Ok(())
-        });
-        let left = by.saturating_duration_since(Instant::now());
-        if commit::compresses_within(bytes, left) {
-            return packing;
-        }
-        log.warn(format_args!(
-            "{}: {} MiB to commit, {} ms before the checkpoint's time limit: stored uncompressed, which is quicker",
-            self.name(),
-            bytes >> 20,
-            left.as_millis() as u64
-        ));
-        Packing::Raw
-    }
-
-    /// The next `commit_dir` is to be done by `by` (None: no limit).
-    pub fn finish_by(&mut self, by: Option<Instant>) {
-        self.finish_by = by;
     }
 
     /// Whether this start found no generation at all: no store, or one

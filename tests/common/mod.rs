@@ -663,8 +663,7 @@ pub fn pid_namespace() -> std::process::Command {
 /// Runs `pre` in the child before ckptrun is exec'd (signal setup).
 pub fn before_exec(cmd: &mut Command, pre: impl Fn() + Send + Sync + 'static) {
     // SAFETY: the closures tests pass make only async-signal-safe libc
-    // calls (sigprocmask, sigaction, raise, setuid, setrlimit,
-    // sched_setaffinity).
+    // calls (sigprocmask, sigaction, raise, setuid).
     unsafe {
         cmd.pre_exec(move || {
             pre();

@@ -180,10 +180,6 @@ impl<'a> Dmtcp<'a> {
     fn ask(&mut self, exit: bool, evicted: bool) -> Action {
         let now = Instant::now();
         let deadline = self.policy.answer_by(evicted);
-        if exit {
-            // The checkpoint's time limit covers its commit too.
-            self.place.store.finish_by(deadline);
-        }
         let joined = matches!(self.phase, Phase::Running { .. });
         let Some(slot) = self.phase.pending_slot() else {
             return Action::Drop;
