@@ -600,14 +600,20 @@ fn a_checkpoint_inside_the_stores_own_directory_is_refused() {
     let sandbox = Sandbox::new("self-in-scratch");
     std::fs::create_dir_all(sandbox.path(".ckptrun.store/older")).unwrap();
     std::fs::create_dir(sandbox.path("ckptrun.store.0")).unwrap();
-    for ckpt in [
-        ".ckptrun.store/state",
-        ".ckptrun.store/older/state",
-        "./ckptrun.store.0/x",
+    std::fs::create_dir(sandbox.path(".st.5")).unwrap();
+    // A store named with a leading dot: its slots are `.st.N`.
+    for (store, ckpt) in [
+        ("ckptrun.store", ".ckptrun.store/state"),
+        ("ckptrun.store", ".ckptrun.store/older/state"),
+        ("ckptrun.store", "./ckptrun.store.0/x"),
+        (".st", ".st.1"),
+        (".st", ".st.5/x"),
     ] {
         let out = run(sandbox.ckptrun([
             "--mode",
             "self",
+            "--store",
+            store,
             "--ckpt",
             ckpt,
             "--job-ckpt-exit",
@@ -617,7 +623,7 @@ fn a_checkpoint_inside_the_stores_own_directory_is_refused() {
         assert_eq!(out.code(), Some(125), "{ckpt}: {}", out.stderr);
         assert_one_error_line(&out, "overlap; keep them apart");
     }
-    for dir in [".ckptrun.store/older", "ckptrun.store.0"] {
+    for dir in [".ckptrun.store/older", "ckptrun.store.0", ".st.5"] {
         assert_eq!(std::fs::read_dir(sandbox.path(dir)).unwrap().count(), 0);
     }
 }

@@ -347,12 +347,13 @@ pub fn check_apart(store: &Path, base: &OsStr, paths: &[OsString]) -> Result<(),
     let parent_at = resolved(dir_of(store));
     for path in paths {
         let path_at = resolved(Path::new(path));
-        let ours = |n: &[u8]| {
-            n.strip_prefix(b".")
-                .unwrap_or(n)
-                .strip_prefix(base.as_bytes())
+        // NAME, NAME.*, .NAME and .NAME.* (a NAME that begins with a dot
+        // too: `.st.1` is a slot of `--store .st`).
+        let named = |n: &[u8]| {
+            n.strip_prefix(base.as_bytes())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"."))
         };
+        let ours = |n: &[u8]| named(n) || n.strip_prefix(b".").is_some_and(named);
         // The first name below the store's directory on the way to the
         // path: a slot, the scratch `.NAME/` or anything in it is ours.
         let first = first_below(&path_at, &parent_at);
