@@ -270,37 +270,42 @@ fn a_program_that_ignores_sigterm_after_stopping_is_killed_at_once() {
     assert_eq!(out.code(), Some(120), "{}", out.stderr);
     assert!(
         out.stderr
-            .contains("stopped by SIGTSTP (it ignores SIGTERM): killing the job"),
+            .contains("stopped by SIGTSTP: ending the job (SIGKILL: it ignores SIGTERM)"),
         "{}",
         out.stderr
     );
     assert!(!out.stderr.contains("10s after SIGTERM"), "{}", out.stderr);
 }
 
-/// Not so with `--pgroup`: the shell that leads the group cannot but
-/// ignore SIGTERM under Slurm, yet what it runs may handle it (a review
-/// saw a program's cleanup cut short). The group gets SIGTERM, and the
-/// program (tests/jobs/terms.c) its time to end.
+/// What the job runs in its group may handle SIGTERM, although the
+/// shell that leads it cannot under Slurm (a review saw a program's
+/// cleanup cut short): with `--pgroup` the group gets SIGTERM; without,
+/// the shell alone gets SIGKILL, and the program SIGTERM as a process
+/// the job left (`--kill-after`). Either way the program
+/// (tests/jobs/terms.c) records its SIGTERM.
 #[test]
-fn a_group_whose_leader_ignores_sigterm_gets_sigterm_first() {
-    let sandbox = Sandbox::new("slurm-plain-group");
-    copy_program(&c_job("terms"), &sandbox.path("terms"));
-    let path = sandbox.stand_in("scontrol", "exit 1");
-    let script = "echo ready > ready; ./terms 6000 10; echo ended $? > ended";
-    let mut job = start(
-        shell(&sandbox, &["-v", "--pgroup"], script)
-            .env("PATH", path)
-            .env("SLURM_JOB_ID", "42")
-            .env_remove("SLURM_RESTART_COUNT"),
-    );
-    job.wait_for(&sandbox.path("ready"));
-    wait_until("terms runs", || sandbox.path("runs").exists());
-    job.signal(libc::SIGTERM);
-    let out = job.finish();
-    assert_eq!(out.code(), Some(120), "{}", out.stderr);
-    assert!(!out.stderr.contains("it ignores SIGTERM"), "{}", out.stderr);
-    let runs = std::fs::read_to_string(sandbox.path("runs")).unwrap();
-    assert!(runs.contains("sigterm 1"), "{runs}\n{}", out.stderr);
+fn a_program_a_shell_runs_gets_sigterm_when_the_shell_is_killed() {
+    for (name, extra) in [("group", "--pgroup"), ("alone", "--kill-after=3")] {
+        let sandbox = Sandbox::new(&format!("slurm-shell-{name}"));
+        copy_program(&c_job("terms"), &sandbox.path("terms"));
+        let path = sandbox.stand_in("scontrol", "exit 1");
+        let script = "echo ready > ready; ./terms 6000 10; echo ended $? > ended";
+        let mut job = start(
+            shell(&sandbox, &["-v", extra], script)
+                .env("PATH", path)
+                .env("SLURM_JOB_ID", "42")
+                .env_remove("SLURM_RESTART_COUNT"),
+        );
+        job.wait_for(&sandbox.path("ready"));
+        wait_until("terms runs", || sandbox.path("runs").exists());
+        job.signal(libc::SIGTERM);
+        let out = job.finish();
+        assert_eq!(out.code(), Some(120), "{name}: {}", out.stderr);
+        let shortcut = out.stderr.contains("(SIGKILL: it ignores SIGTERM)");
+        assert_eq!(shortcut, name == "alone", "{name}: {}", out.stderr);
+        let runs = std::fs::read_to_string(sandbox.path("runs")).unwrap();
+        assert!(runs.contains("sigterm 1"), "{name}: {runs}\n{}", out.stderr);
+    }
 }
 
 #[test]

@@ -317,13 +317,17 @@ impl Supervisor<'_> {
             }
             Action::Drop | Action::Hold => self.log.info(format_args!("{why}: nothing sent")),
             // A job that ignores SIGTERM (under Slurm it starts so) would
-            // wait out END_GRACE for nothing. Not so a group (--pgroup): a
-            // shell that leads it cannot but ignore SIGTERM there, while
-            // what it runs may handle it.
+            // wait out END_GRACE for nothing: SIGKILL, to it alone (the
+            // processes it leaves get their SIGTERM as ever, --kill-after).
+            // Not so a group (--pgroup): a shell that leads it cannot but
+            // ignore SIGTERM there, while what it runs may handle it.
             Action::End
                 if self.target == self.job.pid && procfs::ignores(self.job.pid, libc::SIGTERM) =>
             {
-                self.act(format_args!("{why} (it ignores SIGTERM)"), Action::Kill)
+                self.log.info(format_args!(
+                    "{why}: ending the job (SIGKILL: it ignores SIGTERM)"
+                ));
+                let _ = sys::kill(self.target, libc::SIGKILL);
             }
             Action::End => {
                 self.log
