@@ -70,6 +70,8 @@ one() {
     asked=$(grep -m1 'checkpoint requested' ck/log || true)
     done=$(grep -m1 'checkpoint complete' ck/log || true)
     committed=$(grep -m1 'committed generation' ck/log || true)
+    # Only 3d0f12f's build stores raw of itself (BENCHMARKS.md, "An
+    # eviction short of time"), and says so.
     grep -q 'stored uncompressed' ck/log && how=raw
     grep -q -- '--no-compress' <<<"$*" && how=raw
     local out=$rc w=- c=-

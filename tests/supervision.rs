@@ -248,22 +248,25 @@ fn a_program_that_survives_sigterm_after_stopping_is_killed() {
     assert!(out.stderr.contains("sending SIGKILL"), "{}", out.stderr);
 }
 
+/// `shell` as in Slurm job 42, not requeued, with a stand-in `scontrol`
+/// that fails: Slurm unreachable, which is taken for an eviction.
+fn under_slurm(sandbox: &Sandbox, extra: &[&str], script: &str) -> std::process::Command {
+    let mut cmd = shell(sandbox, extra, script);
+    cmd.env("PATH", sandbox.stand_in("scontrol", "exit 1"))
+        .env("SLURM_JOB_ID", "42")
+        .env_remove("SLURM_RESTART_COUNT");
+    cmd
+}
+
 /// Under Slurm every process ckptrun starts ignores SIGTERM
 /// (`run::slurm::shield`): a plain program the eviction's SIGTSTP stopped
 /// is killed at once, not after END_GRACE's 10 s (a review waited them
-/// out). `scontrol` is a stand-in that fails: Slurm unreachable, which
-/// is taken for an eviction.
+/// out).
 #[test]
 fn a_program_that_ignores_sigterm_after_stopping_is_killed_at_once() {
     let sandbox = Sandbox::new("slurm-plain-sleep");
-    let path = sandbox.stand_in("scontrol", "exit 1");
     let script = "echo ready > ready; exec sleep 60";
-    let mut job = start(
-        shell(&sandbox, &["-v"], script)
-            .env("PATH", path)
-            .env("SLURM_JOB_ID", "42")
-            .env_remove("SLURM_RESTART_COUNT"),
-    );
+    let mut job = start(under_slurm(&sandbox, &["-v"], script));
     job.wait_for(&sandbox.path("ready"));
     job.signal(libc::SIGTERM);
     let out = job.finish();
@@ -288,14 +291,8 @@ fn a_program_a_shell_runs_gets_sigterm_when_the_shell_is_killed() {
     for (name, extra) in [("group", "--pgroup"), ("alone", "--kill-after=3")] {
         let sandbox = Sandbox::new(&format!("slurm-shell-{name}"));
         copy_program(&c_job("terms"), &sandbox.path("terms"));
-        let path = sandbox.stand_in("scontrol", "exit 1");
         let script = "echo ready > ready; ./terms 6000 10; echo ended $? > ended";
-        let mut job = start(
-            shell(&sandbox, &["-v", extra], script)
-                .env("PATH", path)
-                .env("SLURM_JOB_ID", "42")
-                .env_remove("SLURM_RESTART_COUNT"),
-        );
+        let mut job = start(under_slurm(&sandbox, &["-v", extra], script));
         job.wait_for(&sandbox.path("ready"));
         wait_until("terms runs", || sandbox.path("runs").exists());
         job.signal(libc::SIGTERM);
