@@ -628,6 +628,47 @@ fn a_checkpoint_inside_the_stores_own_directory_is_refused() {
     }
 }
 
+/// `--store` and `--ckpt` name a file: a path ending in `/`, `.` or `..`
+/// is refused, and nothing is made beside the directory it names (`a/.`
+/// was once a store named `a`, its slots `a.0` and `a.1` made here).
+#[test]
+fn a_store_or_checkpoint_path_ending_in_a_directory_is_refused() {
+    let sandbox = Sandbox::new("self-dot");
+    std::fs::create_dir(sandbox.path("a")).unwrap();
+    let with = |store: &str, ckpt: &str| {
+        run(sandbox.ckptrun([
+            "--mode",
+            "self",
+            "--store",
+            store,
+            "--ckpt",
+            ckpt,
+            "--job-ckpt-exit",
+            "17",
+            "true",
+        ]))
+    };
+    for (store, ckpt, says) in [
+        ("a/.", "s", "a/.: --store needs a file name"),
+        ("a/..", "s", "a/..: --store needs a file name"),
+        ("a/", "s", "a/: --store needs a file name"),
+        ("st", "a/.", "a/.: --ckpt needs a file or directory name"),
+        ("st", ".", ".: --ckpt needs a file or directory name"),
+        ("st", "a//", "a//: --ckpt needs a file or directory name"),
+    ] {
+        let out = with(store, ckpt);
+        assert_eq!(out.code(), Some(125), "{store} {ckpt}: {}", out.stderr);
+        assert_one_error_line(&out, says);
+    }
+    let mut left: Vec<_> = std::fs::read_dir(&sandbox.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a"]);
+    assert_eq!(std::fs::read_dir(sandbox.path("a")).unwrap().count(), 0);
+}
+
 /// A run Slurm requeued that finds no generation starts the job from the
 /// beginning, and says so: here the slots hold nothing (HTCondor's kind
 /// of placeholder). One that finds a generation says nothing. `scontrol`

@@ -1,12 +1,23 @@
 //! The directories ckptrun writes into, checked before the job starts.
 
+use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{Access, Mode, OFlags};
 
 use crate::os::error::Error;
 use crate::os::sys::strerror;
+
+/// The last name in `path` as written: none if it ends in `/`, `.` or
+/// `..`. Not `Path::file_name`, which takes `a/.` for `a`.
+pub fn last_name(path: &OsStr) -> Option<&OsStr> {
+    match path.as_bytes().rsplit(|&b| b == b'/').next() {
+        None | Some(b"" | b"." | b"..") => None,
+        Some(name) => Some(OsStr::from_bytes(name)),
+    }
+}
 
 /// The directory holding `path`: its parent, or `.` for a bare name.
 pub fn dir_of(path: &Path) -> &Path {

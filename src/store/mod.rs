@@ -49,7 +49,6 @@ pub mod writer;
 use core::fmt;
 use std::ffi::{CStr, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::fs::CWD;
@@ -177,12 +176,12 @@ impl Store {
     fn lock(name: &OsStr, paths: &[OsString], options: Options, tag: Tag) -> Result<Self, Error> {
         let work = WorkingCopy::new(paths)?;
         let as_path = Path::new(name);
-        let base = match as_path.file_name() {
-            Some(b) if !name.as_bytes().ends_with(b"/") && b.len() <= 240 => b,
+        let base = match crate::os::dir::last_name(name) {
+            Some(b) if b.len() <= 240 => b,
             _ => {
                 return Err(Error::usage(
                     name.display(),
-                    "--store needs a file name (at most 240 bytes), not a path ending in / or ..",
+                    "--store needs a file name (at most 240 bytes), not a path ending in /, . or ..",
                 ));
             }
         };

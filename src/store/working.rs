@@ -188,12 +188,12 @@ impl WorkingCopy {
 impl Ckpt {
     fn new(path: &OsString) -> Result<Self, Error> {
         let p = Path::new(path);
-        let name = match p.file_name() {
-            Some(n) if !path.as_bytes().ends_with(b"/") => n,
+        let name = match crate::os::dir::last_name(path) {
+            Some(n) => n,
             _ => {
                 return Err(Error::usage(
                     path.display(),
-                    "--ckpt needs a file or directory name, not a path ending in / or ..",
+                    "--ckpt needs a file or directory name, not a path ending in /, . or ..",
                 ));
             }
         };
