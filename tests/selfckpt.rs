@@ -701,6 +701,41 @@ fn under_slurm_a_requeued_run_that_finds_only_empty_slots_says_so() {
     );
 }
 
+/// Under Slurm the job starts ignoring SIGTERM (`run::slurm::shield`).
+/// One that never installs a handler would get Slurm's SIGTERM, passed
+/// on or as the request, and run on unaware until Slurm's SIGKILL: it is
+/// ended at once instead, as Slurm's SIGTERM would have without ckptrun.
+/// (Without that, `sleep` ran its 60 s and ckptrun exited 0.)
+#[test]
+fn under_slurm_a_job_with_no_sigterm_handler_is_ended_by_sigterm() {
+    let sandbox = Sandbox::new("slurm-no-handler");
+    let path = sandbox.stand_in("scontrol", "exit 1");
+    for extra in [&[][..], &["--ckpt-signal", "TERM"]] {
+        let _ = std::fs::remove_file(sandbox.path("ready"));
+        let mut job = start(
+            self_sh(&sandbox, extra, "echo > ready; exec sleep 60")
+                .env("PATH", &path)
+                .env("SLURM_JOB_ID", "42")
+                .env_remove("SLURM_RESTART_COUNT"),
+        );
+        job.wait_for(&sandbox.path("ready"));
+        job.signal(libc::SIGTERM);
+        let out = job.finish();
+        assert_eq!(
+            out.signal(),
+            Some(libc::SIGKILL),
+            "{extra:?}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr
+                .contains("the job ignores SIGTERM, as it started under Slurm"),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
 /// The optimized builds users ship, for both architectures, through a
 /// whole checkpoint cycle (the other tests use debug builds).
 #[test]

@@ -33,6 +33,9 @@ pub enum Action {
 pub struct Job {
     pub pid: Pid,
     pub started: Instant,
+    /// Where signals for the job go: its pid, or its process group
+    /// (`--pgroup`, as `-pid`).
+    pub target: Pid,
 }
 
 impl Job {
@@ -40,6 +43,15 @@ impl Job {
     /// unknown. Does not allocate.
     pub fn catches(&self, sig: Sig) -> bool {
         procfs::catches(self.pid, sig)
+    }
+
+    /// Whether `sig` sent to the job would surely be lost: it goes to the
+    /// job alone, which ignores it now (under Slurm every job starts
+    /// ignoring SIGTERM: see `run::slurm`). Never for a group
+    /// (`--pgroup`): a shell leading it cannot but ignore SIGTERM there,
+    /// while what it runs may handle it. Does not allocate.
+    pub fn deaf_to(&self, sig: Sig) -> bool {
+        self.target == self.pid && procfs::ignores(self.pid, sig)
     }
 }
 
