@@ -407,6 +407,46 @@ fn in_init_mode_a_sigcont_discards_a_pending_sigtstp_as_without_ckptrun() {
     }
 }
 
+/// Job control under a real terminal (script(1)) and a shell with it on
+/// (`set -m`): the job stops itself with SIGTSTP, as Ctrl-Z would stop
+/// it. ckptrun stops too, so the shell goes on (`$?` is 128+SIGSTOP);
+/// `fg` continues ckptrun, which continues the job and gives it the
+/// terminal again. Without that the shell waited for ever (as under tini).
+#[test]
+fn in_init_mode_a_job_stopped_at_its_terminal_stops_ckptrun_and_fg_resumes_it() {
+    let sandbox = Sandbox::new("init-ctrl-z");
+    std::fs::write(
+        sandbox.path("job.sh"),
+        "kill -TSTP $$; echo pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        sandbox.path("shell.sh"),
+        format!(
+            "set -m; {CKPTRUN} --mode init -- sh job.sh; echo stopped=$?; fg >/dev/null; echo fg=$?\n"
+        ),
+    )
+    .unwrap();
+    let out = run(std::process::Command::new("script")
+        .args(["-qec", "sh shell.sh", "/dev/null"])
+        .current_dir(&sandbox.dir));
+    assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
+    let text = out.stdout.replace('\r', "");
+    let stopped = 128 + libc::SIGSTOP;
+    assert!(text.contains(&format!("stopped={stopped}\n")), "{text}");
+    assert!(text.contains("fg=0\n"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("pgid="))
+        .unwrap_or_else(|| panic!("{text}"));
+    let ids: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        ids[0].trim_start_matches("pgid="),
+        ids[1].trim_start_matches("tpgid="),
+        "the job lacks the terminal's foreground after fg: {line}"
+    );
+}
+
 #[test]
 fn a_signal_between_fork_and_exec_is_delivered() {
     // strace holds the job's execve for 500 ms: the test sees ckptrun's

@@ -33,9 +33,14 @@ impl Protocol for Init {
         self.routes.route(sig)
     }
 
-    /// A stopped job is its own business (job control, a debugger).
-    fn on_stop(&mut self, _sig: Sig, _log: &Log) -> Action {
-        Action::Drop
+    /// A job stopped for its terminal stops ckptrun too (job control, as
+    /// dumb-init does); any other stop (SIGSTOP, a debugger) is its own
+    /// business.
+    fn on_stop(&mut self, sig: Sig, _log: &Log) -> Action {
+        match sig {
+            libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => Action::Suspend,
+            _ => Action::Drop,
+        }
     }
 
     /// Signals pass as they are: a SIGCONT discards a pending SIGTSTP

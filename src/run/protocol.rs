@@ -27,6 +27,11 @@ pub enum Action {
     Kill,
     /// Not yet: ask again shortly (the job is not ready for it).
     Hold,
+    /// The job stopped for its terminal (Ctrl-Z; reading or writing it
+    /// from the background): stop ckptrun too, so that the shell that
+    /// started it gets the terminal back; once ckptrun is continued,
+    /// continue the job.
+    Suspend,
 }
 
 /// The running job, as a protocol sees it.

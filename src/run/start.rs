@@ -131,7 +131,11 @@ impl Start<'_> {
             ));
             test_faults.inject();
             let started = std::time::Instant::now();
-            let ended = supervise::supervise(job, protocol, self.settings.supervision, log);
+            let how = supervise::Supervision {
+                terminal: foreground,
+                ..self.settings.supervision
+            };
+            let ended = supervise::supervise(job, protocol, how, log);
             // The protocol may want one more start (self mode's fallback).
             if !protocol.again(ended, started.elapsed(), log) {
                 return Ok((job, ended));

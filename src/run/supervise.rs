@@ -17,11 +17,15 @@ use crate::run::signals::{self, Name};
 /// How long a job ended with SIGTERM may take before SIGKILL.
 pub const END_GRACE: Duration = Duration::from_secs(10);
 
-/// How to supervise, from the command line.
+/// How to supervise.
 #[derive(Clone, Copy)]
 pub struct Supervision {
-    /// Signal the job's whole process group, not only the job.
+    /// Signal the job's whole process group, not only the job
+    /// (`--pgroup`).
     pub pgroup: bool,
+    /// The job was given the terminal's foreground (see
+    /// `spawn::owns_terminal`): a shell's job control is at work.
+    pub terminal: bool,
 }
 
 /// Outside a PID namespace, become the subreaper for our descendants so
@@ -218,6 +222,7 @@ pub fn supervise(pid: Pid, protocol: &mut dyn Protocol, how: Supervision, log: &
         },
         protocol,
         log,
+        terminal: how.terminal,
         kill_at: None,
         held: Held::default(),
     };
@@ -242,6 +247,8 @@ struct Supervisor<'a> {
     job: Job,
     protocol: &'a mut dyn Protocol,
     log: &'a Log,
+    /// See `Supervision::terminal`.
+    terminal: bool,
     kill_at: Option<Instant>,
     held: Held,
 }
@@ -340,7 +347,45 @@ impl Supervisor<'_> {
                 let _ = sys::kill(-self.job.pid, libc::SIGKILL);
                 let _ = sys::kill(self.job.pid, libc::SIGKILL);
             }
+            Action::Suspend => self.suspend(why),
         }
+    }
+
+    /// The job stopped for its terminal: ckptrun stops too (SIGSTOP, as
+    /// dumb-init does), so that the shell waiting for it gets its prompt
+    /// back, as it would from the job without ckptrun. When the shell
+    /// continues it (`fg`, `bg`), ckptrun continues the job's whole group,
+    /// which the terminal stopped, and gives it the terminal again if
+    /// `fg` gave it to ckptrun. Not as PID 1 (init cannot stop), nor
+    /// without a terminal (no shell's job control to hand back to).
+    fn suspend(&mut self, why: fmt::Arguments<'_>) {
+        if !self.terminal || rustix::process::getpid().is_init() {
+            self.log.info(format_args!("{why}: nothing sent"));
+            return;
+        }
+        self.log
+            .info(format_args!("{why}: stopping ckptrun too (job control)"));
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        // Stopped before kill returns: a signal to oneself is delivered
+        // before the call returns (kill(2)).
+        let _ = sys::kill(me, libc::SIGSTOP);
+        // Continued, by the SIGCONT now pending here: it is this
+        // continuation, not a signal to pass on.
+        let _ = sys::wait_signal(&SigSet::only(libc::SIGCONT), Some(Duration::ZERO));
+        let group = rustix::process::Pid::from_raw(self.job.pid);
+        let to_job = group.is_some_and(|group| {
+            crate::run::spawn::owns_terminal()
+                && rustix::termios::tcsetpgrp(rustix::stdio::stdin(), group).is_ok()
+        });
+        self.log.info(format_args!(
+            "continued{}: sent SIGCONT to the job's group",
+            if to_job {
+                ", the terminal given back to the job"
+            } else {
+                ""
+            }
+        ));
+        let _ = sys::kill(-self.job.pid, libc::SIGCONT);
     }
 
     /// Sends the job SIGCONT, which discards the stop signals it has
