@@ -499,7 +499,8 @@ fn a_renamed_store_warns_that_the_old_one_is_ignored() {
             out.stderr.trim_end(),
             format!(
                 "ckptrun: {name}: a new store; the store ckptrun.store beside it \
-                 (ckptrun.store.0 ..) is ignored: give --store ckptrun.store to restart from it"
+                 (ckptrun.store.0 ..) is not used: if it is this job's, give --store \
+                 ckptrun.store to restart from it"
             )
         );
         // Once it has generations of its own, it says nothing.

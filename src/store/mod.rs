@@ -311,8 +311,10 @@ impl Store {
         )
     }
 
-    /// At a first start: another store beside this one is likely this
-    /// job's under an older --store; say that it is ignored.
+    /// At a first start: another store beside this one may be this job's
+    /// under an older --store, or another job's (jobs sharing a
+    /// directory, as under Slurm): say it is not used, and how to use it
+    /// if it is this job's.
     #[inline(never)] // A large frame: see how-it-works.md, "Memory".
     fn warn_other_stores(&self, log: &Log) {
         let base = &self.slots.name().base;
@@ -334,8 +336,8 @@ impl Store {
                 said = true;
                 let other = String::from_utf8_lossy(other);
                 log.warn(format_args!(
-                    "{}: a new store; the store {other} beside it ({other}.0 ..) is ignored: \
-                     give --store {other} to restart from it",
+                    "{}: a new store; the store {other} beside it ({other}.0 ..) is not used: \
+                     if it is this job's, give --store {other} to restart from it",
                     self.name()
                 ));
             }
