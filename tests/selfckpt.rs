@@ -701,39 +701,45 @@ fn under_slurm_a_requeued_run_that_finds_only_empty_slots_says_so() {
     );
 }
 
-/// Under Slurm the job starts ignoring SIGTERM (`run::slurm::shield`).
-/// One that never installs a handler would get Slurm's SIGTERM, passed
-/// on or as the request, and run on unaware until Slurm's SIGKILL: it is
-/// ended at once instead, as Slurm's SIGTERM would have without ckptrun.
-/// (Without that, `sleep` ran its 60 s and ckptrun exited 0.)
+/// Under Slurm the job's shell ignores SIGTERM (`run::slurm::shield`),
+/// but the program it runs may handle it, and Slurm signals every process
+/// of the job. Its checkpoint on Slurm's SIGTERM is committed: ckptrun
+/// must not take the shell's deafness for the job's (a first try at
+/// ending such jobs at once SIGKILLed the shell, and the checkpoint was
+/// lost).
 #[test]
-fn under_slurm_a_job_with_no_sigterm_handler_is_ended_by_sigterm() {
-    let sandbox = Sandbox::new("slurm-no-handler");
-    let path = sandbox.stand_in("scontrol", "exit 1");
-    for extra in [&[][..], &["--ckpt-signal", "TERM"]] {
-        let _ = std::fs::remove_file(sandbox.path("ready"));
-        let mut job = start(
-            self_sh(&sandbox, extra, "echo > ready; exec sleep 60")
-                .env("PATH", &path)
-                .env("SLURM_JOB_ID", "42")
-                .env_remove("SLURM_RESTART_COUNT"),
-        );
-        job.wait_for(&sandbox.path("ready"));
-        job.signal(libc::SIGTERM);
-        let out = job.finish();
-        assert_eq!(
-            out.signal(),
-            Some(libc::SIGKILL),
-            "{extra:?}: {}",
-            out.stderr
-        );
-        assert!(
-            out.stderr
-                .contains("the job ignores SIGTERM, as it started under Slurm"),
-            "{}",
-            out.stderr
-        );
-    }
+fn under_slurm_a_program_a_shell_runs_checkpoints_on_slurms_sigterm() {
+    let sandbox = Sandbox::new("slurm-shell-child");
+    std::fs::write(
+        sandbox.path("child.py"),
+        "import os, signal, sys, time\n\
+         def on_term(sig, frame):\n    \
+             time.sleep(0.5)\n    \
+             open('state.tmp', 'w').write('checkpointed\\n')\n    \
+             os.rename('state.tmp', 'state')\n    \
+             sys.exit(17)\n\
+         signal.signal(signal.SIGTERM, on_term)\n\
+         open('ready', 'w').close()\n\
+         while True:\n    \
+             time.sleep(0.01)\n",
+    )
+    .unwrap();
+    let mut job = start(
+        self_sh(&sandbox, &[], "python3 child.py; exit $?")
+            .env("PATH", sandbox.stand_in("scontrol", "exit 1"))
+            .env("SLURM_JOB_ID", "42")
+            .env_remove("SLURM_RESTART_COUNT"),
+    );
+    job.wait_for(&sandbox.path("ready"));
+    let shell = first_child(job.pid());
+    // As Slurm does: ckptrun and every process of the job (the shell
+    // leads its own process group).
+    job.signal(libc::SIGTERM);
+    // SAFETY: kill has no memory arguments.
+    unsafe { libc::kill(-shell, libc::SIGTERM) };
+    let out = job.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_eq!(committed(&sandbox, 1), b"checkpointed\n");
 }
 
 /// The optimized builds users ship, for both architectures, through a

@@ -389,8 +389,7 @@ impl<'p> Watch<'p> {
     fn act(&mut self, answer: Answer, job: &Job) -> Action {
         let sig = libc::SIGTERM;
         match answer {
-            Answer::Evict => self.evict(job),
-            Answer::PassOn => self.inner.on_signal(sig, job),
+            Answer::Evict | Answer::PassOn => self.inner.on_signal(sig, job),
             Answer::EndNow => self.cancel(job),
             // What --map makes of it (SIGTERM as SIGINT, say) still goes.
             Answer::NotAgain => match self.inner.on_signal(sig, job) {
@@ -398,22 +397,6 @@ impl<'p> Watch<'p> {
                 other => other,
             },
         }
-    }
-
-    /// An eviction, as the mode answers it; but a SIGTERM it would pass on
-    /// to a job that still ignores it, as `shield` started it (it has no
-    /// handler), ends the job instead, as Slurm's own would have without
-    /// ckptrun. Else the job would run on, unaware, to Slurm's SIGKILL.
-    fn evict(&mut self, job: &Job) -> Action {
-        let action = self.inner.on_signal(libc::SIGTERM, job);
-        if action != Action::Forward(libc::SIGTERM) || !job.deaf_to(libc::SIGTERM) {
-            return action;
-        }
-        self.log.warn(format_args!(
-            "the job ignores SIGTERM, as it started under Slurm (it has no handler): \
-             ending it, as Slurm's SIGTERM would without ckptrun"
-        ));
-        Action::End
     }
 
     /// Slurm cancels the job: it ends at once. A job that handles SIGTERM
