@@ -280,6 +280,31 @@ fn a_program_that_ignores_sigterm_after_stopping_is_killed_at_once() {
     assert!(!out.stderr.contains("10s after SIGTERM"), "{}", out.stderr);
 }
 
+/// A program may take SIGTERM with sigwait, blocked, and install no
+/// handler: under Slurm it still ignores SIGTERM, yet the kernel queues a
+/// blocked signal, so it gets the end's SIGTERM. It is not taken for one
+/// that cannot (a review saw it SIGKILLed at once, its cleanup lost).
+#[test]
+fn a_program_that_takes_sigterm_by_sigwait_gets_it_at_its_end() {
+    let sandbox = Sandbox::new("slurm-sigwait");
+    copy_program(&c_job("sigwaits"), &sandbox.path("sigwaits"));
+    let mut job = start(under_slurm(&sandbox, &["-v"], "exec ./sigwaits"));
+    job.wait_for(&sandbox.path("ready"));
+    job.signal(libc::SIGTERM);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(120), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("stopped by SIGTSTP: ending the job (SIGTERM, SIGCONT)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("got")).unwrap(),
+        "SIGTERM\n"
+    );
+}
+
 /// What the job runs in its group may handle SIGTERM, although the
 /// shell that leads it cannot under Slurm (a review saw a program's
 /// cleanup cut short): with `--pgroup` the group gets SIGTERM; without,

@@ -17,10 +17,20 @@ pub fn catches(pid: Pid, sig: Sig) -> bool {
     in_mask(pid, sig, |s| s.caught)
 }
 
-/// Whether our child `pid` ignores `sig` (1-31): SIGTERM, say, under
-/// Slurm (`run::slurm::shield`). `false` when that cannot be known.
-pub fn ignores(pid: Pid, sig: Sig) -> bool {
-    in_mask(pid, sig, |s| s.ignored)
+/// Whether `sig` (1-31) sent to our child `pid` is surely lost: it
+/// ignores it (SIGTERM, say, under Slurm: `run::slurm::shield`) and does
+/// not block it, for the kernel queues a blocked signal even when
+/// ignored (a program may take it with sigwait or a signalfd). Only for
+/// a single thread: /proc/PID/stat shows the first thread's mask, and
+/// another may block it. `false` when that cannot be known.
+pub fn deaf(pid: Pid, sig: Sig) -> bool {
+    in_mask(pid, sig, |s| {
+        if s.threads == 1 {
+            s.ignored & !s.blocked
+        } else {
+            0
+        }
+    })
 }
 
 /// Whether `sig` is in the mask `pick` takes from our child's stat line.
@@ -125,7 +135,10 @@ pub fn ended_unreaped(pid: Pid) -> Option<i32> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stat {
     ppid: Pid,
-    /// Signals 1-31 it ignores, and those it has a handler for.
+    threads: u64,
+    /// Signals 1-31 its first thread blocks, those it ignores, and those
+    /// it has a handler for.
+    blocked: u64,
     ignored: u64,
     caught: u64,
 }
@@ -150,8 +163,9 @@ fn read<'b>(pid: Pid, file: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
     Some(&buf[..len])
 }
 
-/// The parent (field 4), `sigignore` and `sigcatch` (fields 33 and 34 of
-/// proc(5), decimal, signals 1-31) from a stat line.
+/// The parent (field 4), the threads (field 20), `blocked`, `sigignore`
+/// and `sigcatch` (fields 32 to 34 of proc(5), decimal, signals 1-31)
+/// from a stat line.
 fn parse_stat(stat: &[u8]) -> Option<Stat> {
     // The command name (field 2) may hold spaces and parentheses: the
     // fields that follow start after the last ')'.
@@ -160,10 +174,14 @@ fn parse_stat(stat: &[u8]) -> Option<Stat> {
     let mut fields = rest.split_ascii_whitespace();
     let mut next = |skip| decimal::parse(fields.nth(skip)?.as_bytes());
     let ppid = Pid::try_from(next(1)?).ok()?; // field 4
-    let ignored = next(28)?; // field 33
+    let threads = next(15)?; // field 20
+    let blocked = next(11)?; // field 32
+    let ignored = next(0)?; // field 33
     let caught = next(0)?; // field 34
     Some(Stat {
         ppid,
+        threads,
+        blocked,
         ignored,
         caught,
     })
@@ -231,14 +249,17 @@ mod tests {
     }
 
     const STAT: &[u8] =
-        b"4242 (a) b) c) S 77 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 555 \
-        1000 50 18446744073709551615 1 1 0 0 0 0 0 4096 526336 17 1 0 0 0 0 0\n";
+        b"4242 (a) b) c) S 77 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 555 \
+        1000 50 18446744073709551615 1 1 0 0 0 0 16384 4096 526336 17 1 0 0 0 0 0\n";
 
     #[test]
     fn reads_the_signal_masks_after_the_command_name() {
-        // Fields 31-34: pending 0, blocked 0, ignored 4096, caught 526336.
+        // Field 20: 3 threads. Fields 31-34: pending 0, blocked 16384
+        // (SIGTERM), ignored 4096, caught 526336.
         let stat = Stat {
             ppid: 77,
+            threads: 3,
+            blocked: 1 << (libc::SIGTERM - 1),
             ignored: 4096,
             caught: 526_336,
         };
@@ -295,6 +316,51 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert!(found);
+    }
+
+    /// A child that ignores SIGTERM is deaf to it, unless it blocks it
+    /// too (sigwait would take it).
+    #[test]
+    fn deaf_is_ignored_and_not_blocked() {
+        use std::os::unix::process::CommandExt;
+        let deaf_child = |block: bool| {
+            let mut cmd = std::process::Command::new("sleep");
+            cmd.arg("5");
+            // SAFETY: signal and sigprocmask are async-signal-safe; the
+            // set is initialised by sigemptyset before use.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                    let mut set = core::mem::zeroed::<libc::sigset_t>();
+                    libc::sigemptyset(&mut set);
+                    libc::sigaddset(&mut set, libc::SIGTERM);
+                    let how = if block {
+                        libc::SIG_BLOCK
+                    } else {
+                        libc::SIG_UNBLOCK
+                    };
+                    libc::sigprocmask(how, &set, core::ptr::null_mut());
+                    Ok(())
+                })
+            };
+            let mut child = cmd.spawn().unwrap();
+            let pid = child.id() as Pid;
+            // The child ignores SIGTERM once it has exec'd `sleep`.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !read_comm_is_sleep(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let deaf = deaf(pid, libc::SIGTERM);
+            let _ = child.kill();
+            let _ = child.wait();
+            deaf
+        };
+        assert!(deaf_child(false));
+        assert!(!deaf_child(true));
+    }
+
+    fn read_comm_is_sleep(pid: Pid) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
     }
 
     #[test]

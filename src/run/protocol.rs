@@ -51,12 +51,13 @@ impl Job {
     }
 
     /// Whether `sig` sent to the job would surely be lost: it goes to the
-    /// job alone, which ignores it now (under Slurm every job starts
-    /// ignoring SIGTERM: see `run::slurm`). Never for a group
-    /// (`--pgroup`): a shell leading it cannot but ignore SIGTERM there,
-    /// while what it runs may handle it. Does not allocate.
+    /// job alone, which ignores it now and does not block it (see
+    /// `procfs::deaf`; under Slurm every job starts ignoring SIGTERM: see
+    /// `run::slurm`). Never for a group (`--pgroup`): a shell leading it
+    /// cannot but ignore SIGTERM there, while what it runs may handle it.
+    /// Does not allocate.
     pub fn deaf_to(&self, sig: Sig) -> bool {
-        self.target == self.pid && procfs::ignores(self.pid, sig)
+        self.target == self.pid && procfs::deaf(self.pid, sig)
     }
 }
 
