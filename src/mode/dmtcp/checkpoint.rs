@@ -60,8 +60,9 @@ pub enum Asks {
     /// Run on after it (`--bcheckpoint`): a periodic checkpoint.
     RunOn,
     /// Run on after it, then take one that ends the computation: an
-    /// eviction came while a `--bcheckpoint` was under way.
-    RunOnThenExit,
+    /// eviction came while a `--bcheckpoint` was under way. `by`: the
+    /// eviction's time limit, counted from the eviction.
+    RunOnThenExit { by: Option<Instant> },
     /// End with it (`--kcheckpoint`): DMTCP kills the computation once
     /// it is checkpointed.
     Exit,
@@ -122,7 +123,7 @@ impl Pending {
             log.info(format_args!(
                 "a checkpoint is under way: it is committed, then the eviction's taken"
             ));
-            self.asks = Asks::RunOnThenExit;
+            self.asks = Asks::RunOnThenExit { by: deadline };
             self.evicted |= evicted;
             self.deadline = deadline.or(self.deadline);
         }
@@ -157,7 +158,7 @@ impl Pending {
         let (request, verb) = match self.asks {
             Asks::Exit => (&requests.kill, "--kcheckpoint"),
             // Once it is committed, one that ends the computation.
-            Asks::RunOn | Asks::RunOnThenExit => (&requests.keep, "--bcheckpoint"),
+            Asks::RunOn | Asks::RunOnThenExit { .. } => (&requests.keep, "--bcheckpoint"),
         };
         match procs.helper(request, inherited) {
             Ok(pid) => {

@@ -178,8 +178,12 @@ impl<'a> Dmtcp<'a> {
     /// Asks the coordinator for a checkpoint, or joins the one under way.
     /// `evicted`: an eviction asks (else `--interval`).
     fn ask(&mut self, exit: bool, evicted: bool) -> Action {
+        self.ask_by(exit, evicted, self.policy.answer_by(evicted))
+    }
+
+    /// `ask`, with the time limit given.
+    fn ask_by(&mut self, exit: bool, evicted: bool, deadline: Option<Instant>) -> Action {
         let now = Instant::now();
-        let deadline = self.policy.answer_by(evicted);
         let joined = matches!(self.phase, Phase::Running { .. });
         let Some(slot) = self.phase.pending_slot() else {
             return Action::Drop;
@@ -277,13 +281,13 @@ impl<'a> Dmtcp<'a> {
 
     /// A run-on checkpoint is complete: commit it while the job runs on;
     /// then, if an eviction came during it, the one that ends the
-    /// computation.
+    /// computation, within what is left of the eviction's time.
     fn committed_on(&mut self, p: Pending) -> Action {
         if !self.commit_periodic() {
             return self.end_computation(Phase::Failed(COMMIT_FAILED));
         }
-        if p.exit() {
-            return self.ask(true, p.evicted);
+        if let Asks::RunOnThenExit { by } = p.asks {
+            return self.ask_by(true, p.evicted, by);
         }
         Action::Drop
     }
