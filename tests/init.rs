@@ -409,42 +409,62 @@ fn in_init_mode_a_sigcont_discards_a_pending_sigtstp_as_without_ckptrun() {
 
 /// Job control under a real terminal (script(1)) and a shell with it on
 /// (`set -m`): the job stops itself with SIGTSTP, as Ctrl-Z would stop
-/// it. ckptrun stops too, so the shell goes on (`$?` is 128+SIGSTOP);
-/// `fg` continues ckptrun, which continues the job and gives it the
-/// terminal again. Without that the shell waited for ever (as under tini).
+/// it. ckptrun stops by SIGTSTP too, so the shell goes on (`$?` is
+/// 128+SIGTSTP); `fg` continues ckptrun, which continues the job and
+/// gives it the terminal again. Without that the shell waited for ever
+/// (as under tini). A ckptrun under ckptrun passes the stop up.
 #[test]
 fn in_init_mode_a_job_stopped_at_its_terminal_stops_ckptrun_and_fg_resumes_it() {
     let sandbox = Sandbox::new("init-ctrl-z");
     std::fs::write(
         sandbox.path("job.sh"),
-        "kill -TSTP $$; echo pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)\n",
+        "kill -TSTP $$; echo pgid=$(ps -o pgid= -p $$ | tr -d ' ') \
+         tpgid=$(ps -o tpgid= -p $$ | tr -d ' ')\n",
     )
     .unwrap();
-    std::fs::write(
-        sandbox.path("shell.sh"),
-        format!(
-            "set -m; {CKPTRUN} --mode init -- sh job.sh; echo stopped=$?; fg >/dev/null; echo fg=$?\n"
-        ),
-    )
-    .unwrap();
+    for under in [String::new(), format!("{CKPTRUN} --mode init -- ")] {
+        let shell = format!(
+            "set -m; {CKPTRUN} --mode init -- {under}sh job.sh; \
+             echo stopped=$?; fg >/dev/null; echo fg=$?\n"
+        );
+        std::fs::write(sandbox.path("shell.sh"), shell).unwrap();
+        let out = run(std::process::Command::new("script")
+            .args(["-qec", "sh shell.sh", "/dev/null"])
+            .current_dir(&sandbox.dir));
+        assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
+        let text = out.stdout.replace('\r', "");
+        let stopped = 128 + libc::SIGTSTP;
+        assert!(text.contains(&format!("stopped={stopped}\n")), "{text}");
+        assert!(text.contains("fg=0\n"), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("pgid="))
+            .unwrap_or_else(|| panic!("{text}"));
+        let (pgid, tpgid) = line.split_once(' ').unwrap();
+        assert_eq!(
+            pgid.trim_start_matches("pgid="),
+            tpgid.trim_start_matches("tpgid="),
+            "the job lacks the terminal's foreground after fg: {line}"
+        );
+    }
+}
+
+/// ckptrun as a terminal's session leader (script(1) runs it), with no
+/// shell's job control above it: its process group is orphaned, and the
+/// kernel discards a stop by Ctrl-Z of an orphaned group. The job's is
+/// not orphaned (ckptrun is its parent), so ckptrun continues it, rather
+/// than leave it stopped with nobody to continue it.
+#[test]
+fn in_init_mode_with_no_job_control_above_a_terminal_stop_is_undone() {
+    let sandbox = Sandbox::new("init-orphaned");
+    let inner = format!("{CKPTRUN} -v --mode init -- sh -c 'kill -TSTP $$; echo continued'");
     let out = run(std::process::Command::new("script")
-        .args(["-qec", "sh shell.sh", "/dev/null"])
+        .args(["-qec", &inner, "/dev/null"])
         .current_dir(&sandbox.dir));
     assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
     let text = out.stdout.replace('\r', "");
-    let stopped = 128 + libc::SIGSTOP;
-    assert!(text.contains(&format!("stopped={stopped}\n")), "{text}");
-    assert!(text.contains("fg=0\n"), "{text}");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("pgid="))
-        .unwrap_or_else(|| panic!("{text}"));
-    let ids: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(
-        ids[0].trim_start_matches("pgid="),
-        ids[1].trim_start_matches("tpgid="),
-        "the job lacks the terminal's foreground after fg: {line}"
-    );
+    assert!(text.contains("continued\n"), "{text}");
+    assert!(text.contains("no job control above ckptrun"), "{text}");
 }
 
 #[test]

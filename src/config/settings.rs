@@ -171,8 +171,6 @@ impl Config {
         Settings {
             supervision: Supervision {
                 pgroup: self.pgroup,
-                // Known only once the job is about to start (run::start).
-                terminal: false,
             },
             pdeathsig: self.pdeathsig,
             kill_after: self.kill_after,

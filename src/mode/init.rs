@@ -33,12 +33,12 @@ impl Protocol for Init {
         self.routes.route(sig)
     }
 
-    /// A job stopped for its terminal stops ckptrun too (job control, as
-    /// dumb-init does); any other stop (SIGSTOP, a debugger) is its own
-    /// business.
+    /// A job stopped by a terminal stop signal stops ckptrun too, for a
+    /// shell's job control; any other stop (SIGSTOP, a debugger) is its
+    /// own business.
     fn on_stop(&mut self, sig: Sig, _log: &Log) -> Action {
         match sig {
-            libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => Action::Suspend,
+            libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => Action::Suspend(sig),
             _ => Action::Drop,
         }
     }

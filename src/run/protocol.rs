@@ -27,11 +27,11 @@ pub enum Action {
     Kill,
     /// Not yet: ask again shortly (the job is not ready for it).
     Hold,
-    /// The job stopped for its terminal (Ctrl-Z; reading or writing it
-    /// from the background): stop ckptrun too, so that the shell that
-    /// started it gets the terminal back; once ckptrun is continued,
-    /// continue the job.
-    Suspend,
+    /// The job stopped by this terminal stop signal (Ctrl-Z's SIGTSTP;
+    /// SIGTTIN, SIGTTOU from the background): stop ckptrun by it too, so
+    /// that a shell's job control sees it; once continued, continue the
+    /// job (see `Supervisor::suspend`).
+    Suspend(Sig),
 }
 
 /// The running job, as a protocol sees it.

@@ -131,11 +131,7 @@ impl Start<'_> {
             ));
             test_faults.inject();
             let started = std::time::Instant::now();
-            let how = supervise::Supervision {
-                terminal: foreground,
-                ..self.settings.supervision
-            };
-            let ended = supervise::supervise(job, protocol, how, log);
+            let ended = supervise::supervise(job, protocol, self.settings.supervision, log);
             // The protocol may want one more start (self mode's fallback).
             if !protocol.again(ended, started.elapsed(), log) {
                 return Ok((job, ended));

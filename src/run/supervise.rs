@@ -17,15 +17,11 @@ use crate::run::signals::{self, Name};
 /// How long a job ended with SIGTERM may take before SIGKILL.
 pub const END_GRACE: Duration = Duration::from_secs(10);
 
-/// How to supervise.
+/// How to supervise, from the command line.
 #[derive(Clone, Copy)]
 pub struct Supervision {
-    /// Signal the job's whole process group, not only the job
-    /// (`--pgroup`).
+    /// Signal the job's whole process group, not only the job.
     pub pgroup: bool,
-    /// The job was given the terminal's foreground (see
-    /// `spawn::owns_terminal`): a shell's job control is at work.
-    pub terminal: bool,
 }
 
 /// Outside a PID namespace, become the subreaper for our descendants so
@@ -222,7 +218,6 @@ pub fn supervise(pid: Pid, protocol: &mut dyn Protocol, how: Supervision, log: &
         },
         protocol,
         log,
-        terminal: how.terminal,
         kill_at: None,
         held: Held::default(),
     };
@@ -247,8 +242,6 @@ struct Supervisor<'a> {
     job: Job,
     protocol: &'a mut dyn Protocol,
     log: &'a Log,
-    /// See `Supervision::terminal`.
-    terminal: bool,
     kill_at: Option<Instant>,
     held: Held,
 }
@@ -295,6 +288,11 @@ impl Supervisor<'_> {
 
     /// ckptrun received `sig` (again, if it was held).
     fn signal(&mut self, sig: Sig, was_held: bool) {
+        // A shell's `fg` of ckptrun gives the terminal to ckptrun's group,
+        // then sends SIGCONT: the job is to have it.
+        if sig == libc::SIGCONT {
+            self.hand_terminal();
+        }
         let action = self.protocol.on_signal(sig, &self.job);
         if action == Action::Hold {
             if !was_held {
@@ -347,45 +345,77 @@ impl Supervisor<'_> {
                 let _ = sys::kill(-self.job.pid, libc::SIGKILL);
                 let _ = sys::kill(self.job.pid, libc::SIGKILL);
             }
-            Action::Suspend => self.suspend(why),
+            Action::Suspend(sig) => self.suspend(sig, why),
         }
     }
 
-    /// The job stopped for its terminal: ckptrun stops too (SIGSTOP, as
-    /// dumb-init does), so that the shell waiting for it gets its prompt
-    /// back, as it would from the job without ckptrun. When the shell
-    /// continues it (`fg`, `bg`), ckptrun continues the job's whole group,
-    /// which the terminal stopped, and gives it the terminal again if
-    /// `fg` gave it to ckptrun. Not as PID 1 (init cannot stop), nor
-    /// without a terminal (no shell's job control to hand back to).
-    fn suspend(&mut self, why: fmt::Arguments<'_>) {
-        if !self.terminal || rustix::process::getpid().is_init() {
-            self.log.info(format_args!("{why}: nothing sent"));
+    /// The job stopped by `sig`, a terminal stop signal: ckptrun raises
+    /// it on itself. The kernel stops ckptrun then, unless its process
+    /// group is orphaned (no shell's job control above it: PID 1, a
+    /// session leader, a batch system's job), when it discards the signal
+    /// (signal(7)). So a shell that started ckptrun sees it stopped, as it
+    /// would the job without ckptrun, and gets its prompt back. Once the
+    /// shell continues ckptrun (`fg`, `bg`), ckptrun continues the job's
+    /// whole group, which the terminal stopped, with the terminal if `fg`
+    /// gave it to ckptrun. Orphaned, a job that holds the terminal and
+    /// was stopped by it (Ctrl-Z) is continued at once, as the kernel
+    /// would discard the stop of an orphaned group. Else it stays stopped.
+    /// But a job stopped for want of the terminal (SIGTTIN, SIGTTOU) when
+    /// ckptrun's group has it (bash's `fg` of a job started with `&`
+    /// sends no SIGCONT) is given it and continued.
+    fn suspend(&mut self, sig: Sig, why: fmt::Arguments<'_>) {
+        if sig != libc::SIGTSTP && self.hand_terminal() {
+            self.log.info(format_args!(
+                "{why}: ckptrun's group had the terminal: gave it to the job's group, and sent it SIGCONT"
+            ));
+            let _ = sys::kill(-self.job.pid, libc::SIGCONT);
             return;
         }
-        self.log
-            .info(format_args!("{why}: stopping ckptrun too (job control)"));
         let me = rustix::process::getpid().as_raw_nonzero().get();
-        // Stopped before kill returns: a signal to oneself is delivered
-        // before the call returns (kill(2)).
-        let _ = sys::kill(me, libc::SIGSTOP);
-        // Continued, by the SIGCONT now pending here: it is this
-        // continuation, not a signal to pass on.
-        let _ = sys::wait_signal(&SigSet::only(libc::SIGCONT), Some(Duration::ZERO));
+        // Raising it discards any SIGCONT pending here; unblocked, it is
+        // delivered before set_mask returns: ckptrun stops there, or not.
+        let _ = sys::kill(me, sig);
+        sys::set_mask(libc::SIG_UNBLOCK, &SigSet::only(sig));
+        sys::set_mask(libc::SIG_BLOCK, &SigSet::only(sig));
+        // Only SIGCONT continues a stopped process: pending now, it is
+        // this continuation, not a signal to pass on.
+        let stopped = sys::wait_signal(&SigSet::only(libc::SIGCONT), Some(Duration::ZERO));
+        let holds_terminal = rustix::termios::tcgetpgrp(rustix::stdio::stdin())
+            .is_ok_and(|fg| fg.as_raw_nonzero().get() == self.job.pid);
+        let done = match (stopped.is_some(), sig == libc::SIGTSTP && holds_terminal) {
+            (true, _) => {
+                let given = self.hand_terminal();
+                self.log.info(format_args!(
+                    "{why}: ckptrun stopped too, until continued; sent SIGCONT to the job's group{}",
+                    if given { ", and gave it the terminal" } else { "" }
+                ));
+                true
+            }
+            (false, true) => {
+                self.log.info(format_args!(
+                    "{why}: no job control above ckptrun: sent SIGCONT to the job's group, \
+                     as the terminal's stop of an orphaned group is discarded"
+                ));
+                true
+            }
+            (false, false) => {
+                self.log.info(format_args!("{why}: nothing sent"));
+                false
+            }
+        };
+        if done {
+            let _ = sys::kill(-self.job.pid, libc::SIGCONT);
+        }
+    }
+
+    /// If ckptrun's group holds its terminal's foreground (a shell's `fg`
+    /// gave it), gives it to the job's group; whether it did.
+    fn hand_terminal(&self) -> bool {
         let group = rustix::process::Pid::from_raw(self.job.pid);
-        let to_job = group.is_some_and(|group| {
+        group.is_some_and(|group| {
             crate::run::spawn::owns_terminal()
                 && rustix::termios::tcsetpgrp(rustix::stdio::stdin(), group).is_ok()
-        });
-        self.log.info(format_args!(
-            "continued{}: sent SIGCONT to the job's group",
-            if to_job {
-                ", the terminal given back to the job"
-            } else {
-                ""
-            }
-        ));
-        let _ = sys::kill(-self.job.pid, libc::SIGCONT);
+        })
     }
 
     /// Sends the job SIGCONT, which discards the stop signals it has
