@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::mode::dmtcp::coordinator::Coordinator;
-use crate::mode::dmtcp::images::ImagesDir;
+use crate::mode::dmtcp::images::{ImagesDir, Look};
 use crate::mode::dmtcp::processes::Processes;
 use crate::os::decimal;
 use crate::os::error::Error;
@@ -55,7 +55,7 @@ impl Requests {
 }
 
 /// What a checkpoint asks of the computation.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum Asks {
     /// Run on after it (`--bcheckpoint`): a periodic checkpoint.
     RunOn,
@@ -93,6 +93,8 @@ pub enum Poll {
     GivenUp,
     /// It does not show yet: time to ask again.
     AskAgain,
+    /// DMTCP is writing its images: the computation is frozen.
+    Writing,
     Wait,
 }
 
@@ -112,14 +114,14 @@ impl Pending {
 
     /// The computation ends with it, or after it.
     pub fn exit(&self) -> bool {
-        self.asks != Asks::RunOn
+        !matches!(self.asks, Asks::RunOn)
     }
 
     /// An eviction while this runs: it is committed, then one that ends
     /// the computation is taken (so that nothing the job writes after it
     /// is written again on restart).
     pub fn then_exit(&mut self, evicted: bool, deadline: Option<Instant>, log: &Log) {
-        if self.asks == Asks::RunOn {
+        if matches!(self.asks, Asks::RunOn) {
             log.info(format_args!(
                 "a checkpoint is under way: it is committed, then the eviction's taken"
             ));
@@ -182,19 +184,23 @@ impl Pending {
 
     /// Looks at the images directory now.
     pub fn poll(&mut self, images: &ImagesDir, procs: &Processes, now: Instant) -> Poll {
-        if images.complete() {
+        let look = images.look();
+        if look == Look::Complete {
             return Poll::Complete;
         }
         if self.deadline.is_some_and(|t| t <= now) {
             return Poll::OutOfTime;
         }
         self.next_poll = now + POLL;
-        if self.again_at.is_some_and(|t| t <= now) && !images.under_way() {
+        if self.again_at.is_some_and(|t| t <= now) && look == Look::Nothing {
             let given_up = self.deadline.is_none() && now - self.asked >= GIVE_UP;
             if given_up || procs.coordinator_gone() {
                 return Poll::GivenUp;
             }
             return Poll::AskAgain;
+        }
+        if look == Look::Writing {
+            return Poll::Writing;
         }
         Poll::Wait
     }
@@ -209,23 +215,44 @@ pub struct Place {
     pub cwd: PathBuf,
     /// `--stdout` and `--stderr`, whose sizes each generation records.
     pub outputs: [Option<OwnedFd>; 2],
+    /// The lines of the outputs' sizes while DMTCP wrote the images of
+    /// the run-on checkpoint under way, if seen (see `note_frozen`): the
+    /// first `frozen` bytes of `lines`.
+    pub frozen: Option<usize>,
+    pub lines: Lines,
 }
 
 impl Place {
+    /// A run-on checkpoint notes the outputs' sizes the first time DMTCP
+    /// is seen writing its images: the computation is frozen then, its
+    /// output as at the checkpoint. A process resumes as soon as its own
+    /// image is written, well before the checkpoint shows complete (the
+    /// coordinator's restart script came some 48 ms later here), so sizes
+    /// read at the commit would hold output a restart writes again.
+    pub fn note_frozen(&mut self) {
+        if self.frozen.is_none() {
+            self.frozen = Some(output_sizes(&self.outputs, &mut self.lines).len());
+        }
+    }
+
     /// Commits the images as the next generation, with what a restart
     /// needs to know (`images-dir PATH\ncwd PATH\n`, and `stdout-size
-    /// N\n`, `stderr-size N\n` for each output open); then empties the
-    /// images directory. The lines go as parts, put together only in the
-    /// child that writes the archive: no description on this stack.
+    /// N\n`, `stderr-size N\n` for each output open: as they were when
+    /// frozen, else now); then empties the images directory. The lines go as
+    /// parts, put together only in the child that writes the archive: no
+    /// description on this stack.
     pub fn commit(&mut self, log: &Log) -> Result<u64, Failed> {
-        let mut lines = [0; _];
+        let sizes = match self.frozen.take() {
+            Some(len) => len,
+            None => output_sizes(&self.outputs, &mut self.lines).len(),
+        };
         let extra = [
             b"images-dir ",
             self.images.at().as_os_str().as_bytes(),
             b"\ncwd ",
             self.cwd.as_os_str().as_bytes(),
             b"\n",
-            output_sizes(&self.outputs, &mut lines),
+            &self.lines[..sizes],
         ];
         let done = self.store.commit_dir(self.images.dir(), &extra, log);
         if done.is_ok() {

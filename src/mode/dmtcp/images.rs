@@ -109,22 +109,22 @@ impl ImagesDir {
         let _ = rustix::fs::rmdir(self.at.as_os_str());
     }
 
-    /// Whether it holds a complete checkpoint: the restart script the
+    /// What it shows of a checkpoint: complete (the restart script the
     /// coordinator writes last, at least one non-empty `ckpt_*.dmtcp`, and
-    /// no image still being written (`*.temp`).
-    pub fn complete(&self) -> bool {
+    /// no image still being written), an image being written (`*.temp`),
+    /// images written but not yet complete, or nothing.
+    pub fn look(&self) -> Look {
         let images = self.dir();
         // Follows the symlink: its target must be there too.
-        if rustix::fs::statat(images, RESTART_SCRIPT, AtFlags::empty()).is_err() {
-            return false;
-        }
-        let mut found = 0;
-        let mut temp = false;
+        let script = rustix::fs::statat(images, RESTART_SCRIPT, AtFlags::empty()).is_ok();
+        let (mut found, mut shown, mut temp) = (0, false, false);
         let listed = each_name(images, |name| {
-            if name.to_bytes().ends_with(b".temp") {
-                temp = true;
-            }
-            if is_image(name.to_bytes())
+            let name_bytes = name.to_bytes();
+            temp |= name_bytes.ends_with(b".temp");
+            let image = is_image(name_bytes);
+            shown |= image;
+            if script
+                && image
                 && rustix::fs::statat(images, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
                     FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_size > 0
                 })
@@ -132,19 +132,25 @@ impl ImagesDir {
                 found += 1;
             }
         });
-        listed && !temp && found > 0
+        match (listed && script && !temp && found > 0, temp, shown) {
+            (true, _, _) => Look::Complete,
+            (false, true, _) => Look::Writing,
+            (false, false, true) => Look::Written,
+            (false, false, false) => Look::Nothing,
+        }
     }
+}
 
-    /// Whether a checkpoint shows: an image, whole or being written.
-    pub fn under_way(&self) -> bool {
-        let mut any = false;
-        each_name(self.dir(), |name| {
-            let name = name.to_bytes();
-            any |= name.starts_with(b"ckpt_")
-                && (name.ends_with(b".dmtcp") || name.ends_with(b".dmtcp.temp"));
-        });
-        any
-    }
+/// What an images directory shows (`ImagesDir::look`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    Complete,
+    /// DMTCP is writing an image: the computation is frozen.
+    Writing,
+    /// Images written, the checkpoint not complete yet: a process
+    /// resumes as soon as its own image is written.
+    Written,
+    Nothing,
 }
 
 /// Calls `f` with each name in `dir`; whether it could list it all.

@@ -35,6 +35,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use self::checkpoint::{Asks, POLL, Pending, Place, Poll, Requests};
+use self::images::Look;
 use self::join::{Check, Status};
 use self::processes::{Processes, Stop, Which};
 use crate::config::Config;
@@ -196,6 +197,7 @@ impl<'a> Dmtcp<'a> {
         }
         let asks = if exit { Asks::Exit } else { Asks::RunOn };
         let p = slot.insert(Pending::new(asks, evicted, deadline, now));
+        self.place.frozen = None;
         self.policy.stop_ticks();
         let rooms = (&self.requests, &mut self.procs, self.inherited);
         p.send(joined, rooms, self.log);
@@ -250,6 +252,12 @@ impl<'a> Dmtcp<'a> {
         let asked = *p;
         match poll {
             Poll::Wait => Action::Drop,
+            Poll::Writing => {
+                if !matches!(asked.asks, Asks::Exit) {
+                    self.place.note_frozen();
+                }
+                Action::Drop
+            }
             Poll::AskAgain => {
                 p.send(
                     joined,
@@ -258,7 +266,7 @@ impl<'a> Dmtcp<'a> {
                 );
                 Action::Drop
             }
-            Poll::Complete if asked.asks == Asks::Exit => {
+            Poll::Complete if matches!(asked.asks, Asks::Exit) => {
                 log.info(format_args!("checkpoint complete"));
                 self.end_computation(Phase::Checkpointed { kill_at: None })
             }
@@ -314,13 +322,20 @@ impl<'a> Dmtcp<'a> {
     }
 
     /// A "keep running" checkpoint is complete: commit it while the job
-    /// runs on. Whether it may (see `PeriodicCommits`).
+    /// runs on, with the outputs' sizes when it was taken if they were
+    /// seen (see `Place::note_frozen`). Whether it may run on (see
+    /// `PeriodicCommits`).
     fn commit_periodic(&mut self) -> bool {
         let log = self.log;
         if let Some(slot) = self.phase.pending_slot() {
             *slot = None;
         }
         self.policy.start_ticks(Instant::now());
+        if self.place.frozen.is_none() {
+            log.info(format_args!(
+                "the images were not seen being written: the outputs' sizes are taken now"
+            ));
+        }
         let done = self.place.commit(log);
         if let Err(f) = done {
             log.warn(format_args!(
@@ -368,7 +383,7 @@ impl Dmtcp<'_> {
             || self.procs.quitting()
             || !self.phase.running()
             // DMTCP ends the computation, then the coordinator.
-            || self.phase.pending().is_some_and(|p| p.asks == Asks::Exit)
+            || self.phase.pending().is_some_and(|p| matches!(p.asks, Asks::Exit))
     }
 
     /// A coordinator killed under the job, seen as the job ends. The job
@@ -415,12 +430,12 @@ impl Dmtcp<'_> {
             .and_then(|p| p.deadline)
             .unwrap_or_else(|| Instant::now() + checkpoint::GIVE_UP);
         loop {
-            let images = &self.place.images;
-            if images.complete() {
+            let look = self.place.images.look();
+            if look == Look::Complete {
                 return true;
             }
-            if !images.under_way() || self.procs.coordinator_gone() || Instant::now() >= limit {
-                return images.complete();
+            if look == Look::Nothing || self.procs.coordinator_gone() || Instant::now() >= limit {
+                return self.place.images.look() == Look::Complete;
             }
             let _ = sys::wait_signal(&sys::SigSet::only(libc::SIGCHLD), Some(POLL));
             supervise::reap_all(self, log);
@@ -430,6 +445,8 @@ impl Dmtcp<'_> {
     /// The end of the computation as a verdict, once its group is gone.
     fn verdict(&mut self, ended: Ended, log: &Log) -> Verdict {
         match self.phase {
+            // The computation ended with the checkpoint: its outputs are
+            // as they were then.
             Phase::Checkpointed { .. } => match self.place.commit(log) {
                 Ok(g) => protocol::checkpointed(
                     self.code,
@@ -453,7 +470,7 @@ impl Dmtcp<'_> {
                 // An image begun means DMTCP had frozen the job for its
                 // checkpoint: it did not end by itself. Otherwise it did
                 // (as the eviction came), and its end is passed on.
-                if pending.is_some_and(|p| p.exit()) && self.place.images.under_way() {
+                if pending.is_some_and(|p| p.exit()) && self.place.images.look() != Look::Nothing {
                     log.warn(format_args!(
                         "the computation ended before its checkpoint was complete; nothing committed"
                     ));

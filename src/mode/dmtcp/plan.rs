@@ -95,6 +95,8 @@ pub fn make(
             images: start.images,
             cwd,
             outputs,
+            frozen: None,
+            lines: [0; _],
         },
         procs: Processes::new(children, coordinator.pid, quit),
         requests: commands.requests,
