@@ -412,7 +412,8 @@ fn in_init_mode_a_sigcont_discards_a_pending_sigtstp_as_without_ckptrun() {
 /// it. ckptrun stops by SIGTSTP too, so the shell goes on (`$?` is
 /// 128+SIGTSTP); `fg` continues ckptrun, which continues the job and
 /// gives it the terminal again. Without that the shell waited for ever
-/// (as under tini). A ckptrun under ckptrun passes the stop up.
+/// (as under tini). A ckptrun under ckptrun passes the stop up, and so
+/// does one a script runs (the script is stopped with it).
 #[test]
 fn in_init_mode_a_job_stopped_at_its_terminal_stops_ckptrun_and_fg_resumes_it() {
     let sandbox = Sandbox::new("init-ctrl-z");
@@ -422,11 +423,11 @@ fn in_init_mode_a_job_stopped_at_its_terminal_stops_ckptrun_and_fg_resumes_it() 
          tpgid=$(ps -o tpgid= -p $$ | tr -d ' ')\n",
     )
     .unwrap();
-    for under in [String::new(), format!("{CKPTRUN} --mode init -- ")] {
-        let shell = format!(
-            "set -m; {CKPTRUN} --mode init -- {under}sh job.sh; \
-             echo stopped=$?; fg >/dev/null; echo fg=$?\n"
-        );
+    let job = format!("{CKPTRUN} --mode init -- sh job.sh");
+    let nested = format!("{CKPTRUN} --mode init -- {job}");
+    let in_a_script = format!("sh -c '{job}'");
+    for command in [&job, &nested, &in_a_script] {
+        let shell = format!("set -m; {command}; echo stopped=$?; fg >/dev/null; echo fg=$?\n");
         std::fs::write(sandbox.path("shell.sh"), shell).unwrap();
         let out = run(std::process::Command::new("script")
             .args(["-qec", "sh shell.sh", "/dev/null"])
@@ -465,6 +466,40 @@ fn in_init_mode_with_no_job_control_above_a_terminal_stop_is_undone() {
     let text = out.stdout.replace('\r', "");
     assert!(text.contains("continued\n"), "{text}");
     assert!(text.contains("no job control above ckptrun"), "{text}");
+}
+
+/// A batch job has no terminal, and its ckptrun must never stop itself:
+/// nothing would continue it. As under Slurm, where ckptrun shares the
+/// batch script's process group, which is not orphaned (slurmstepd, its
+/// parent, leads the session): here Python leads a session without a
+/// terminal and starts ckptrun in a group of its own. A job that stops
+/// itself stays stopped, as before, and ckptrun goes on: the SIGCONT it
+/// passes on ends the test. (2efa8b2 stopped ckptrun there.)
+#[test]
+fn in_init_mode_without_a_terminal_ckptrun_never_stops() {
+    let sandbox = Sandbox::new("init-batch-stop");
+    let lead = "import os, subprocess, sys\n\
+                os.setsid()\n\
+                sys.exit(subprocess.Popen(sys.argv[1:], preexec_fn=os.setpgrp).wait())\n";
+    let job = start(
+        std::process::Command::new("python3")
+            .args(["-c", lead, CKPTRUN, "-v", "--log", "log", "--mode", "init"])
+            .args(["--", "sh", "-c", "kill -TSTP $$; echo continued > done"])
+            .current_dir(&sandbox.dir),
+    );
+    let log = || std::fs::read_to_string(sandbox.path("log")).unwrap_or_default();
+    wait_until("the job's stop is seen", || {
+        log().contains("job stopped by SIGTSTP: nothing sent (no terminal)")
+    });
+    let ckptrun = first_child(job.pid());
+    let state = std::fs::read_to_string(format!("/proc/{ckptrun}/stat")).unwrap();
+    let state = state.rsplit(") ").next().unwrap().chars().next();
+    assert_ne!(state, Some('T'), "ckptrun stopped itself\n{}", log());
+    // SAFETY: kill has no memory arguments.
+    unsafe { libc::kill(ckptrun, libc::SIGCONT) };
+    let out = job.finish();
+    assert_eq!(out.code(), Some(0), "{}{}", out.stderr, log());
+    assert!(sandbox.path("done").exists(), "{}", log());
 }
 
 #[test]

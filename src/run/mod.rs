@@ -5,6 +5,7 @@
 //! `slurm` looks Slurm's SIGTERM up before the mode hears of it.
 
 pub mod exit;
+pub mod job_control;
 pub mod protocol;
 pub mod signals;
 pub mod slurm;

@@ -288,10 +288,8 @@ impl Supervisor<'_> {
 
     /// ckptrun received `sig` (again, if it was held).
     fn signal(&mut self, sig: Sig, was_held: bool) {
-        // A shell's `fg` of ckptrun gives the terminal to ckptrun's group,
-        // then sends SIGCONT: the job is to have it.
         if sig == libc::SIGCONT {
-            self.hand_terminal();
+            crate::run::job_control::continued(self.job.pid);
         }
         let action = self.protocol.on_signal(sig, &self.job);
         if action == Action::Hold {
@@ -345,77 +343,10 @@ impl Supervisor<'_> {
                 let _ = sys::kill(-self.job.pid, libc::SIGKILL);
                 let _ = sys::kill(self.job.pid, libc::SIGKILL);
             }
-            Action::Suspend(sig) => self.suspend(sig, why),
-        }
-    }
-
-    /// The job stopped by `sig`, a terminal stop signal: ckptrun raises
-    /// it on itself. The kernel stops ckptrun then, unless its process
-    /// group is orphaned (no shell's job control above it: PID 1, a
-    /// session leader, a batch system's job), when it discards the signal
-    /// (signal(7)). So a shell that started ckptrun sees it stopped, as it
-    /// would the job without ckptrun, and gets its prompt back. Once the
-    /// shell continues ckptrun (`fg`, `bg`), ckptrun continues the job's
-    /// whole group, which the terminal stopped, with the terminal if `fg`
-    /// gave it to ckptrun. Orphaned, a job that holds the terminal and
-    /// was stopped by it (Ctrl-Z) is continued at once, as the kernel
-    /// would discard the stop of an orphaned group. Else it stays stopped.
-    /// But a job stopped for want of the terminal (SIGTTIN, SIGTTOU) when
-    /// ckptrun's group has it (bash's `fg` of a job started with `&`
-    /// sends no SIGCONT) is given it and continued.
-    fn suspend(&mut self, sig: Sig, why: fmt::Arguments<'_>) {
-        if sig != libc::SIGTSTP && self.hand_terminal() {
-            self.log.info(format_args!(
-                "{why}: ckptrun's group had the terminal: gave it to the job's group, and sent it SIGCONT"
-            ));
-            let _ = sys::kill(-self.job.pid, libc::SIGCONT);
-            return;
-        }
-        let me = rustix::process::getpid().as_raw_nonzero().get();
-        // Raising it discards any SIGCONT pending here; unblocked, it is
-        // delivered before set_mask returns: ckptrun stops there, or not.
-        let _ = sys::kill(me, sig);
-        sys::set_mask(libc::SIG_UNBLOCK, &SigSet::only(sig));
-        sys::set_mask(libc::SIG_BLOCK, &SigSet::only(sig));
-        // Only SIGCONT continues a stopped process: pending now, it is
-        // this continuation, not a signal to pass on.
-        let stopped = sys::wait_signal(&SigSet::only(libc::SIGCONT), Some(Duration::ZERO));
-        let holds_terminal = rustix::termios::tcgetpgrp(rustix::stdio::stdin())
-            .is_ok_and(|fg| fg.as_raw_nonzero().get() == self.job.pid);
-        let done = match (stopped.is_some(), sig == libc::SIGTSTP && holds_terminal) {
-            (true, _) => {
-                let given = self.hand_terminal();
-                self.log.info(format_args!(
-                    "{why}: ckptrun stopped too, until continued; sent SIGCONT to the job's group{}",
-                    if given { ", and gave it the terminal" } else { "" }
-                ));
-                true
+            Action::Suspend(sig) => {
+                crate::run::job_control::job_stopped(self.job.pid, sig, why, self.log)
             }
-            (false, true) => {
-                self.log.info(format_args!(
-                    "{why}: no job control above ckptrun: sent SIGCONT to the job's group, \
-                     as the terminal's stop of an orphaned group is discarded"
-                ));
-                true
-            }
-            (false, false) => {
-                self.log.info(format_args!("{why}: nothing sent"));
-                false
-            }
-        };
-        if done {
-            let _ = sys::kill(-self.job.pid, libc::SIGCONT);
         }
-    }
-
-    /// If ckptrun's group holds its terminal's foreground (a shell's `fg`
-    /// gave it), gives it to the job's group; whether it did.
-    fn hand_terminal(&self) -> bool {
-        let group = rustix::process::Pid::from_raw(self.job.pid);
-        group.is_some_and(|group| {
-            crate::run::spawn::owns_terminal()
-                && rustix::termios::tcsetpgrp(rustix::stdio::stdin(), group).is_ok()
-        })
     }
 
     /// Sends the job SIGCONT, which discards the stop signals it has
