@@ -593,6 +593,21 @@ fn a_store_inside_a_checkpoint_directory_is_refused() {
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
 }
 
+/// `ckptrun --mode self --store STORE --ckpt CKPT --job-ckpt-exit 17 true`.
+fn self_true(sandbox: &Sandbox, store: &str, ckpt: &str) -> Finished {
+    run(sandbox.ckptrun([
+        "--mode",
+        "self",
+        "--store",
+        store,
+        "--ckpt",
+        ckpt,
+        "--job-ckpt-exit",
+        "17",
+        "true",
+    ]))
+}
+
 #[test]
 fn a_checkpoint_inside_the_stores_own_directory_is_refused() {
     // `.NAME/` holds the older generations and the kept copy: a working
@@ -609,17 +624,7 @@ fn a_checkpoint_inside_the_stores_own_directory_is_refused() {
         (".st", ".st.1"),
         (".st", ".st.5/x"),
     ] {
-        let out = run(sandbox.ckptrun([
-            "--mode",
-            "self",
-            "--store",
-            store,
-            "--ckpt",
-            ckpt,
-            "--job-ckpt-exit",
-            "17",
-            "true",
-        ]));
+        let out = self_true(&sandbox, store, ckpt);
         assert_eq!(out.code(), Some(125), "{ckpt}: {}", out.stderr);
         assert_one_error_line(&out, "overlap; keep them apart");
     }
@@ -635,19 +640,6 @@ fn a_checkpoint_inside_the_stores_own_directory_is_refused() {
 fn a_store_or_checkpoint_path_ending_in_a_directory_is_refused() {
     let sandbox = Sandbox::new("self-dot");
     std::fs::create_dir(sandbox.path("a")).unwrap();
-    let with = |store: &str, ckpt: &str| {
-        run(sandbox.ckptrun([
-            "--mode",
-            "self",
-            "--store",
-            store,
-            "--ckpt",
-            ckpt,
-            "--job-ckpt-exit",
-            "17",
-            "true",
-        ]))
-    };
     for (store, ckpt, says) in [
         ("a/.", "s", "a/.: --store needs a file name"),
         ("a/..", "s", "a/..: --store needs a file name"),
@@ -656,7 +648,7 @@ fn a_store_or_checkpoint_path_ending_in_a_directory_is_refused() {
         ("st", ".", ".: --ckpt needs a file or directory name"),
         ("st", "a//", "a//: --ckpt needs a file or directory name"),
     ] {
-        let out = with(store, ckpt);
+        let out = self_true(&sandbox, store, ckpt);
         assert_eq!(out.code(), Some(125), "{store} {ckpt}: {}", out.stderr);
         assert_one_error_line(&out, says);
     }

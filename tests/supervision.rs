@@ -258,6 +258,17 @@ fn under_slurm(sandbox: &Sandbox, extra: &[&str], script: &str) -> std::process:
     cmd
 }
 
+/// `script` (`-v`) `under_slurm`, evicted (SIGTERM) once it wrote `ready`:
+/// not condor_compile'd, it stops on SIGTSTP and is ended (exit 120).
+fn ended_under_slurm(sandbox: &Sandbox, script: &str) -> Finished {
+    let mut job = start(under_slurm(sandbox, &["-v"], script));
+    job.wait_for(&sandbox.path("ready"));
+    job.signal(libc::SIGTERM);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(120), "{}", out.stderr);
+    out
+}
+
 /// Under Slurm every process ckptrun starts ignores SIGTERM
 /// (`run::slurm::shield`): a plain program the eviction's SIGTSTP stopped
 /// is killed at once, not after END_GRACE's 10 s (a review waited them
@@ -265,12 +276,7 @@ fn under_slurm(sandbox: &Sandbox, extra: &[&str], script: &str) -> std::process:
 #[test]
 fn a_program_that_ignores_sigterm_after_stopping_is_killed_at_once() {
     let sandbox = Sandbox::new("slurm-plain-sleep");
-    let script = "echo ready > ready; exec sleep 60";
-    let mut job = start(under_slurm(&sandbox, &["-v"], script));
-    job.wait_for(&sandbox.path("ready"));
-    job.signal(libc::SIGTERM);
-    let out = job.finish();
-    assert_eq!(out.code(), Some(120), "{}", out.stderr);
+    let out = ended_under_slurm(&sandbox, "echo ready > ready; exec sleep 60");
     assert!(
         out.stderr
             .contains("stopped by SIGTSTP: ending the job (SIGKILL: it ignores SIGTERM)"),
@@ -288,11 +294,7 @@ fn a_program_that_ignores_sigterm_after_stopping_is_killed_at_once() {
 fn a_program_that_takes_sigterm_by_sigwait_gets_it_at_its_end() {
     let sandbox = Sandbox::new("slurm-sigwait");
     copy_program(&c_job("sigwaits"), &sandbox.path("sigwaits"));
-    let mut job = start(under_slurm(&sandbox, &["-v"], "exec ./sigwaits"));
-    job.wait_for(&sandbox.path("ready"));
-    job.signal(libc::SIGTERM);
-    let out = job.finish();
-    assert_eq!(out.code(), Some(120), "{}", out.stderr);
+    let out = ended_under_slurm(&sandbox, "exec ./sigwaits");
     assert!(
         out.stderr
             .contains("stopped by SIGTSTP: ending the job (SIGTERM, SIGCONT)"),
