@@ -554,6 +554,17 @@ fn evicted_during_a_periodic_checkpoint(
     running.finish()
 }
 
+/// The job of `evicted_during_a_periodic_checkpoint` run again (`-v`) in
+/// its sandbox: it must end 0 with an uninterrupted run's output
+/// (`expected`), leaving nothing behind. Its output, for more checks.
+fn resumed_to(sandbox: &Sandbox, expected: &str) -> Finished {
+    let out = run(dmtcp(sandbox, &["-v"], 400, 1));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_same_output(&read(sandbox.path("out")), expected);
+    assert_nothing_left(sandbox);
+    out
+}
+
 /// The eviction's time limit (`--ckpt-timeout` here, else the job ad's
 /// budget) counts from the eviction, also when it came during a periodic
 /// checkpoint: that one's write and commit use part of it, and the one
@@ -579,15 +590,12 @@ fn an_evictions_time_limit_counts_from_the_eviction() {
     assert_eq!(generations(&sandbox.dir, STORE).last(), Some(&1));
     assert_nothing_left(&sandbox);
 
-    let out = run(dmtcp(&sandbox, &["-v"], 400, 1));
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let out = resumed_to(&sandbox, &expected);
     assert!(
         out.stderr.contains("restart from generation 1"),
         "{}",
         out.stderr
     );
-    assert_same_output(&read(sandbox.path("out")), &expected);
-    assert_nothing_left(&sandbox);
 }
 
 #[test]
@@ -614,11 +622,7 @@ fn an_eviction_during_a_periodic_checkpoint_takes_that_checkpoint() {
     );
     assert_eq!(generations(&sandbox.dir, STORE).last(), Some(&2));
     assert_nothing_left(&sandbox);
-
-    let out = run(dmtcp(&sandbox, &[], 400, 1));
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    assert_same_output(&read(sandbox.path("out")), &expected);
-    assert_nothing_left(&sandbox);
+    resumed_to(&sandbox, &expected);
 }
 
 #[test]
