@@ -239,13 +239,7 @@ fn an_eviction_whose_checkpoint_never_completes_is_124_and_keeps_the_last_commit
     running.signal(libc::SIGTERM);
     let asked = Instant::now();
     let out = running.finish();
-    assert_eq!(out.code(), Some(124), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("the eviction's checkpoint was not complete in time"),
-        "{}",
-        out.stderr
-    );
+    assert_out_of_time(&out);
     assert!(
         asked.elapsed() < Duration::from_secs(4),
         "{:?}",
@@ -525,6 +519,17 @@ fn a_restart_script_that_comes_after_the_computation_ended() {
     assert_same_output(&read(sandbox.path("out")), &expected);
 }
 
+/// The eviction's checkpoint was not complete in time: exit 124, said.
+fn assert_out_of_time(out: &Finished) {
+    assert_eq!(out.code(), Some(124), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("the eviction's checkpoint was not complete in time"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// Evicts (SIGTERM) a job run with `--interval 0.5 --interval-continue`
 /// and `extra`, whose 8 MiB images each take `ms_per_mb` ms a MiB to
 /// write, once a periodic checkpoint's image is being written.
@@ -580,13 +585,7 @@ fn an_evictions_time_limit_counts_from_the_eviction() {
     let sandbox = sandbox("limit-from-eviction");
     let expected = reference(400);
     let out = evicted_during_a_periodic_checkpoint(&sandbox, &["--ckpt-timeout", "4"], "375");
-    assert_eq!(out.code(), Some(124), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("the eviction's checkpoint was not complete in time"),
-        "{}",
-        out.stderr
-    );
+    assert_out_of_time(&out);
     assert_eq!(generations(&sandbox.dir, STORE).last(), Some(&1));
     assert_nothing_left(&sandbox);
 

@@ -78,26 +78,20 @@ pub fn job_stopped(job: Pid, sig: Sig, why: fmt::Arguments<'_>, log: &Log) {
         let _ = sys::kill(-job, libc::SIGCONT);
         return;
     }
-    let holds_terminal = terminal.foreground() == Some(job);
-    match (
-        raise_on_own_group(sig),
-        sig == libc::SIGTSTP && holds_terminal,
-    ) {
-        (true, _) => {
-            let given = terminal.hand_to(job);
-            log.info(format_args!(
-                "{why}: ckptrun's group stopped too, until continued; sent SIGCONT to the job's group{}",
-                if given { ", and gave it the terminal" } else { "" }
-            ));
-        }
-        (false, true) => log.info(format_args!(
+    if raise_on_own_group(sig) {
+        let given = terminal.hand_to(job);
+        log.info(format_args!(
+            "{why}: ckptrun's group stopped too, until continued; sent SIGCONT to the job's group{}",
+            if given { ", and gave it the terminal" } else { "" }
+        ));
+    } else if sig == libc::SIGTSTP && terminal.foreground() == Some(job) {
+        log.info(format_args!(
             "{why}: no job control above ckptrun: sent SIGCONT to the job's group, \
              as the terminal's stop of an orphaned group is discarded"
-        )),
-        (false, false) => {
-            log.info(format_args!("{why}: nothing sent"));
-            return;
-        }
+        ));
+    } else {
+        log.info(format_args!("{why}: nothing sent"));
+        return;
     }
     let _ = sys::kill(-job, libc::SIGCONT);
 }

@@ -30,7 +30,7 @@ pub enum Action {
     /// The job stopped by this terminal stop signal (Ctrl-Z's SIGTSTP;
     /// SIGTTIN, SIGTTOU from the background): stop ckptrun by it too, so
     /// that a shell's job control sees it; once continued, continue the
-    /// job (see `Supervisor::suspend`).
+    /// job (see `run::job_control::job_stopped`).
     Suspend(Sig),
 }
 
@@ -38,9 +38,6 @@ pub enum Action {
 pub struct Job {
     pub pid: Pid,
     pub started: Instant,
-    /// Where signals for the job go: its pid, or its process group
-    /// (`--pgroup`, as `-pid`).
-    pub target: Pid,
 }
 
 impl Job {
@@ -48,16 +45,6 @@ impl Job {
     /// unknown. Does not allocate.
     pub fn catches(&self, sig: Sig) -> bool {
         procfs::catches(self.pid, sig)
-    }
-
-    /// Whether `sig` sent to the job would surely be lost: it goes to the
-    /// job alone, which ignores it now and does not block it (see
-    /// `procfs::deaf`; under Slurm every job starts ignoring SIGTERM: see
-    /// `run::slurm`). Never for a group (`--pgroup`): a shell leading it
-    /// cannot but ignore SIGTERM there, while what it runs may handle it.
-    /// Does not allocate.
-    pub fn deaf_to(&self, sig: Sig) -> bool {
-        self.target == self.pid && procfs::deaf(self.pid, sig)
     }
 }
 

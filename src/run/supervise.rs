@@ -211,13 +211,10 @@ pub fn supervise(pid: Pid, protocol: &mut dyn Protocol, how: Supervision, log: &
     crate::os::stack::release();
     let started = Instant::now();
     let mut sup = Supervisor {
-        job: Job {
-            pid,
-            started,
-            target: if how.pgroup { -pid } else { pid },
-        },
+        job: Job { pid, started },
         protocol,
         log,
+        target: if how.pgroup { -pid } else { pid },
         kill_at: None,
         held: Held::default(),
     };
@@ -240,6 +237,8 @@ pub fn supervise(pid: Pid, protocol: &mut dyn Protocol, how: Supervision, log: &
 
 struct Supervisor<'a> {
     job: Job,
+    /// Where signals for the job go: its pid, or its process group.
+    target: Pid,
     protocol: &'a mut dyn Protocol,
     log: &'a Log,
     kill_at: Option<Instant>,
@@ -317,23 +316,27 @@ impl Supervisor<'_> {
             Action::Forward(sig) => {
                 self.log
                     .info(format_args!("{why}: sent {} to the job", Name(sig)));
-                let _ = sys::kill(self.job.target, sig);
+                let _ = sys::kill(self.target, sig);
             }
             Action::Drop | Action::Hold => self.log.info(format_args!("{why}: nothing sent")),
             // A job that ignores SIGTERM (under Slurm it starts so) would
             // wait out END_GRACE for nothing: SIGKILL, to it alone (the
             // processes it leaves get their SIGTERM as ever, --kill-after).
-            Action::End if self.job.deaf_to(libc::SIGTERM) => {
+            // Not so a group (--pgroup): a shell leading it cannot but
+            // ignore SIGTERM there, while what it runs may handle it.
+            Action::End
+                if self.target == self.job.pid && procfs::deaf(self.job.pid, libc::SIGTERM) =>
+            {
                 self.log.info(format_args!(
                     "{why}: ending the job (SIGKILL: it ignores SIGTERM)"
                 ));
-                let _ = sys::kill(self.job.target, libc::SIGKILL);
+                let _ = sys::kill(self.target, libc::SIGKILL);
             }
             Action::End => {
                 self.log
                     .info(format_args!("{why}: ending the job (SIGTERM, SIGCONT)"));
-                let _ = sys::kill(self.job.target, libc::SIGTERM);
-                let _ = sys::kill(self.job.target, libc::SIGCONT);
+                let _ = sys::kill(self.target, libc::SIGTERM);
+                let _ = sys::kill(self.target, libc::SIGCONT);
                 self.kill_at = Some(Instant::now() + END_GRACE);
             }
             Action::Kill => {
@@ -361,13 +364,13 @@ impl Supervisor<'_> {
             .find(|&s| waiting & (1 << (s - 1)) != 0);
         self.log
             .info(format_args!("{why}: sent SIGCONT to the job"));
-        let _ = sys::kill(self.job.target, libc::SIGCONT);
+        let _ = sys::kill(self.target, libc::SIGCONT);
         if let Some(sig) = lost {
             self.log.info(format_args!(
                 "SIGCONT discarded the job's pending {}: sent it again",
                 Name(sig)
             ));
-            let _ = sys::kill(self.job.target, sig);
+            let _ = sys::kill(self.target, sig);
         }
     }
 
@@ -387,7 +390,7 @@ impl Supervisor<'_> {
                 "job still running {}s after SIGTERM: sending SIGKILL",
                 END_GRACE.as_secs()
             ));
-            let _ = sys::kill(self.job.target, libc::SIGKILL);
+            let _ = sys::kill(self.target, libc::SIGKILL);
             self.kill_at = None;
         }
         if self.held.retry_at.is_some_and(|t| t <= now) {
