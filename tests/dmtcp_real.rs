@@ -559,7 +559,10 @@ fn interval_continue_commits_while_the_job_runs_and_a_crash_resumes_from_there()
     }
     // The machine dies: ckptrun and everything with it.
     run.signal(libc::SIGKILL);
-    let _ = run.finish();
+    let crashed = run.finish();
+    // Nothing in HTCondor's error file: no request refused as made
+    // again while its checkpoint was under way.
+    assert_eq!(crashed.stderr, "", "{}", life.log());
     assert_nothing_left(&life.sandbox);
     let newest = *generations(&life.sandbox, STORE).last().unwrap();
     life.move_on();

@@ -9,8 +9,10 @@
 //! request that shows no sign of taking effect (a slow restart, say) is
 //! made again, first after RETRY, then twice as long each time, at most
 //! RETRY_MAX; asking again is harmless, the coordinator refuses a
-//! checkpoint while one is under way. Without a time limit, a request
-//! that never takes is given up after GIVE_UP.
+//! checkpoint while one is under way. A `--bcheckpoint` it accepted is
+//! not made again (its refusal would land in HTCondor's error file).
+//! Without a time limit, a request that never takes is given up after
+//! GIVE_UP.
 //!
 //! A complete checkpoint's images are committed as the store's next
 //! generation, with what a restart needs to know (`Place::commit`).
@@ -173,13 +175,19 @@ impl Pending {
         }
     }
 
-    /// The `dmtcp_command` `pid` has ended: whether it was its requester.
-    pub fn requester_ended(&mut self, pid: Pid) -> bool {
-        let was = self.requester == Some(pid);
-        if was {
+    /// The `dmtcp_command` `pid` has ended, `accepted` if it exited 0.
+    /// DMTCP 4.2.0's `--bcheckpoint` returns at once, 0 once the
+    /// checkpoint has begun, 2 (and a line on standard error: HTCondor's
+    /// error file) for one asked for while a checkpoint is under way: so
+    /// a run-on request accepted is not made again, only given up after
+    /// GIVE_UP if it never shows. (`--kcheckpoint` exits 2 either way.)
+    pub fn requester_ended(&mut self, pid: Pid, accepted: bool) {
+        if self.requester == Some(pid) {
             self.requester = None;
+            if accepted && !matches!(self.asks, Asks::Exit) {
+                self.again_at = Some(self.asked + GIVE_UP);
+            }
         }
-        was
     }
 
     /// Looks at the images directory now.

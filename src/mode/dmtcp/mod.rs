@@ -607,7 +607,7 @@ impl Protocol for Dmtcp<'_> {
             return self.probed(ended.exit_code() == Some(0), log);
         }
         if let Some(Some(p)) = self.phase.pending_slot() {
-            p.requester_ended(pid);
+            p.requester_ended(pid, ended.exit_code() == Some(0));
         }
     }
 
