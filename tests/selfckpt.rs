@@ -734,6 +734,51 @@ fn under_slurm_a_program_a_shell_runs_checkpoints_on_slurms_sigterm() {
     assert_eq!(committed(&sandbox, 1), b"checkpointed\n");
 }
 
+/// Under Slurm the job starts ignoring SIGTERM (`run::slurm::shield`).
+/// A job none of whose processes installs a handler would get Slurm's
+/// SIGTERM, passed on or as the request, and run on unaware until
+/// Slurm's SIGKILL at KillWait: it is killed at once instead, as Slurm's
+/// SIGTERM would have ended it without ckptrun. So is a shell whose
+/// program ignores it too (here `sleep`, which the shell waits for).
+/// (Without that, `sleep` ran its 60 s and ckptrun exited 0.)
+#[test]
+fn under_slurm_a_job_no_process_of_which_hears_sigterm_is_killed_at_an_eviction() {
+    let sandbox = Sandbox::new("slurm-no-handler");
+    let path = sandbox.stand_in("scontrol", "exit 1");
+    let cases: [(&[&str], &str); 3] = [
+        (&[], "echo > ready; exec sleep 60"),
+        (&["--ckpt-signal", "TERM"], "echo > ready; exec sleep 60"),
+        (&[], "echo > ready; sleep 60; exit 3"),
+    ];
+    for (extra, script) in cases {
+        let _ = std::fs::remove_file(sandbox.path("ready"));
+        let mut job = start(
+            self_sh(&sandbox, extra, script)
+                .env("PATH", &path)
+                .env("SLURM_JOB_ID", "42")
+                .env_remove("SLURM_RESTART_COUNT"),
+        );
+        job.wait_for(&sandbox.path("ready"));
+        if !script.contains("exec") {
+            // The shell's `sleep` has started: two processes below ckptrun.
+            first_child(first_child(job.pid()));
+        }
+        job.signal(libc::SIGTERM);
+        let out = job.finish();
+        assert_eq!(
+            out.signal(),
+            Some(libc::SIGKILL),
+            "{extra:?} {script}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("no process of the job hears SIGTERM"),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
 /// The optimized builds users ship, for both architectures, through a
 /// whole checkpoint cycle (the other tests use debug builds).
 #[test]

@@ -33,6 +33,41 @@ pub fn deaf(pid: Pid, sig: Sig) -> bool {
     })
 }
 
+/// How many processes below ckptrun `all_deaf` looks at, at most.
+const TREE_MAX: usize = 64;
+
+/// Whether `sig` (1-31) sent to any process below ckptrun would surely
+/// be lost: there is at least one, and each is `deaf` to it (a shell
+/// that ignores SIGTERM, under Slurm, and the program it runs may
+/// handle it). `false` when that cannot be known: /proc without
+/// children lists, more than TREE_MAX processes, or more children of
+/// one than a read holds. Does not allocate.
+pub fn all_deaf(sig: Sig) -> bool {
+    if !(1..=31).contains(&sig) {
+        return false;
+    }
+    let bit = 1u64 << (sig - 1);
+    let mut todo: heapless::Vec<Pid, TREE_MAX> = heapless::Vec::new();
+    let _ = todo.push(rustix::process::getpid().as_raw_nonzero().get());
+    let mut seen = 0;
+    while let Some(parent) = todo.pop() {
+        let mut buf = [0u8; 512];
+        let Some(len) = read_children(parent, &mut buf).filter(|&n| n < buf.len()) else {
+            return false;
+        };
+        for child in pids(&buf[..len]) {
+            let deaf = stat(child).is_some_and(|s| {
+                s.ppid == parent && s.threads == 1 && s.ignored & !s.blocked & bit != 0
+            });
+            seen += 1;
+            if !deaf || todo.push(child).is_err() {
+                return false;
+            }
+        }
+    }
+    seen > 0
+}
+
 /// Whether `sig` is in the mask `pick` takes from our child's stat line.
 fn in_mask(pid: Pid, sig: Sig, pick: fn(&Stat) -> u64) -> bool {
     let me = rustix::process::getpid().as_raw_nonzero().get();
@@ -214,24 +249,29 @@ pub fn lists_children(pid: Pid) -> bool {
 /// another PID namespace yields nothing rather than strangers.
 pub fn children(pid: Pid, buf: &mut [u8]) -> impl Iterator<Item = Pid> + '_ {
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    let len = (|| {
-        let mut path: heapless::String<48> = heapless::String::new();
-        write!(path, "/proc/{pid}/task/{pid}/children\0").ok()?;
-        let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
-        let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
-        sys::read_fill(&fd, buf).ok()
-    })()
-    .unwrap_or(0);
+    let len = read_children(pid, buf).unwrap_or(0);
     // A list cut off at the buffer's end may end in half a pid: drop it.
     let whole = if len == buf.len() {
         buf[..len].iter().rposition(|&b| b == b' ').unwrap_or(0)
     } else {
         len
     };
-    buf[..whole]
-        .split(|&b| b == b' ')
+    pids(&buf[..whole]).filter(move |&child| stat(child).is_some_and(|s| s.ppid == me))
+}
+
+/// /proc/PID/task/PID/children, as much as `buf` holds: its length.
+fn read_children(pid: Pid, buf: &mut [u8]) -> Option<usize> {
+    let mut path: heapless::String<48> = heapless::String::new();
+    write!(path, "/proc/{pid}/task/{pid}/children\0").ok()?;
+    let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    sys::read_fill(&fd, buf).ok()
+}
+
+/// The pids of a children list ("12 345 ").
+fn pids(list: &[u8]) -> impl Iterator<Item = Pid> + '_ {
+    list.split(|&b| b == b' ')
         .filter_map(|n| Pid::try_from(decimal::parse(n)?).ok())
-        .filter(move |&child| stat(child).is_some_and(|s| s.ppid == me))
 }
 
 #[cfg(test)]
