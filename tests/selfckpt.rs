@@ -734,6 +734,88 @@ fn under_slurm_a_program_a_shell_runs_checkpoints_on_slurms_sigterm() {
     assert_eq!(committed(&sandbox, 1), b"checkpointed\n");
 }
 
+/// Under Slurm, a job that blocks SIGTERM in its main thread and takes it
+/// by sigwait in another (the shield left it ignored) hears an eviction's
+/// SIGTERM: it checkpoints, and is not killed for deaf.
+#[test]
+fn under_slurm_a_job_that_sigwaits_for_sigterm_in_a_thread_checkpoints() {
+    let sandbox = Sandbox::new("slurm-sigwait-thread");
+    std::fs::write(
+        sandbox.path("waits.py"),
+        "import os, signal, threading, time\n\
+         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n\
+         def waiter():\n    \
+             signal.sigwait([signal.SIGTERM])\n    \
+             open('state.tmp', 'w').write('checkpointed\\n')\n    \
+             os.rename('state.tmp', 'state')\n    \
+             os._exit(17)\n\
+         threading.Thread(target=waiter).start()\n\
+         open('ready', 'w').close()\n\
+         while True:\n    \
+             time.sleep(0.01)\n",
+    )
+    .unwrap();
+    let mut job = start(
+        self_sh(&sandbox, &[], "exec python3 waits.py")
+            .env("PATH", sandbox.stand_in("scontrol", "exit 1"))
+            .env("SLURM_JOB_ID", "42")
+            .env_remove("SLURM_RESTART_COUNT"),
+    );
+    job.wait_for(&sandbox.path("ready"));
+    job.signal(libc::SIGTERM);
+    let out = job.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert_eq!(committed(&sandbox, 1), b"checkpointed\n");
+}
+
+/// `scancel`: Slurm signals every process of the job. A shell ignores
+/// SIGTERM (`run::slurm::shield`), but the program it runs may handle it
+/// to clean up: the job is left to Slurm's SIGTERM, not killed at once
+/// for its shell's deafness. (It was: the cleanup never ran, and ckptrun
+/// died by SIGKILL.)
+#[test]
+fn under_slurm_a_cancel_leaves_a_shells_program_its_sigterm_cleanup() {
+    let sandbox = Sandbox::new("slurm-cancel-child");
+    std::fs::write(
+        sandbox.path("child.py"),
+        "import signal, sys, time\n\
+         def on_term(sig, frame):\n    \
+             time.sleep(0.5)\n    \
+             open('cleaned', 'w').write('yes\\n')\n    \
+             sys.exit(0)\n\
+         signal.signal(signal.SIGTERM, on_term)\n\
+         open('ready', 'w').close()\n\
+         while True:\n    \
+             time.sleep(0.01)\n",
+    )
+    .unwrap();
+    let scontrol = "echo 'JobId=42 JobName=job UserId=root(0) GroupId=root(0) MCS_label=N/A \
+                    Priority=1 Nice=0 Account=(null) QOS=(null) JobState=CANCELLED \
+                    Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 \
+                    ExitCode=0:0'";
+    let mut job = start(
+        self_sh(&sandbox, &["-v"], "python3 child.py; exit $?")
+            .env("PATH", sandbox.stand_in("scontrol", scontrol))
+            .env("SLURM_JOB_ID", "42")
+            .env_remove("SLURM_RESTART_COUNT"),
+    );
+    job.wait_for(&sandbox.path("ready"));
+    let shell = first_child(job.pid());
+    // As Slurm does: ckptrun and every process of the job (the shell
+    // leads its own process group).
+    job.signal(libc::SIGTERM);
+    // SAFETY: kill has no memory arguments.
+    unsafe { libc::kill(-shell, libc::SIGTERM) };
+    let out = job.finish();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cancelled: ending the job"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read(sandbox.path("cleaned")).unwrap(), b"yes\n");
+}
+
 /// Under Slurm the job starts ignoring SIGTERM (`run::slurm::shield`).
 /// A job none of whose processes installs a handler would get Slurm's
 /// SIGTERM, passed on or as the request, and run on unaware until
@@ -745,10 +827,15 @@ fn under_slurm_a_program_a_shell_runs_checkpoints_on_slurms_sigterm() {
 fn under_slurm_a_job_no_process_of_which_hears_sigterm_is_killed_at_an_eviction() {
     let sandbox = Sandbox::new("slurm-no-handler");
     let path = sandbox.stand_in("scontrol", "exit 1");
-    let cases: [(&[&str], &str); 3] = [
+    let threads = "exec python3 -c 'import threading, time; \
+                   threading.Thread(target=time.sleep, args=(60,), daemon=True).start(); \
+                   open(\"ready\", \"w\").close(); time.sleep(60)'";
+    let cases: [(&[&str], &str); 4] = [
         (&[], "echo > ready; exec sleep 60"),
         (&["--ckpt-signal", "TERM"], "echo > ready; exec sleep 60"),
         (&[], "echo > ready; sleep 60; exit 3"),
+        // Two threads, neither blocking SIGTERM.
+        (&[], threads),
     ];
     for (extra, script) in cases {
         let _ = std::fs::remove_file(sandbox.path("ready"));
@@ -760,8 +847,16 @@ fn under_slurm_a_job_no_process_of_which_hears_sigterm_is_killed_at_an_eviction(
         );
         job.wait_for(&sandbox.path("ready"));
         if !script.contains("exec") {
-            // The shell's `sleep` has started: two processes below ckptrun.
-            first_child(first_child(job.pid()));
+            // Two processes below ckptrun: the shell waits for its
+            // `sleep`. (Not while the shell forks: then it may block
+            // signals for a moment, and SIGTERM would be passed on.)
+            let shell = first_child(job.pid());
+            let sleep = first_child(shell);
+            wait_until("the shell waits for its sleep", || {
+                std::fs::read_to_string(format!("/proc/{sleep}/comm")).unwrap_or_default()
+                    == "sleep\n"
+                    && wchan(shell) == "do_wait"
+            });
         }
         job.signal(libc::SIGTERM);
         let out = job.finish();

@@ -408,7 +408,8 @@ impl<'p> Watch<'p> {
     /// ckptrun. Else it would run on, unaware, to Slurm's SIGKILL.
     fn evict(&mut self, job: &Job) -> Action {
         let action = self.inner.on_signal(libc::SIGTERM, job);
-        if action != Action::Forward(libc::SIGTERM) || !procfs::all_deaf(libc::SIGTERM) {
+        if action != Action::Forward(libc::SIGTERM) || procfs::all_deaf(libc::SIGTERM) != Some(true)
+        {
             return action;
         }
         self.log.warn(format_args!(
@@ -418,11 +419,15 @@ impl<'p> Watch<'p> {
         Action::Kill
     }
 
-    /// Slurm cancels the job: it ends at once. A job that handles SIGTERM
-    /// has Slurm's, and is left to it (the log says nothing is sent); one
-    /// that ignores it is killed.
+    /// Slurm cancels the job: it ends at once. A job a process of which
+    /// handles SIGTERM has Slurm's, and is left to it (the log says
+    /// nothing is sent): a shell ignores SIGTERM while the program it
+    /// runs may be cleaning up. One none of whose processes handles it is
+    /// killed. Where /proc cannot tell, the job's own process decides.
     fn cancel(&mut self, job: &Job) -> Action {
-        match job.catches(libc::SIGTERM) {
+        let hears =
+            procfs::any_catches(libc::SIGTERM).unwrap_or_else(|| job.catches(libc::SIGTERM));
+        match hears {
             true => Action::Drop,
             false => Action::Kill,
         }
