@@ -261,38 +261,6 @@ fn a_requeued_run_that_finds_no_store_says_so() {
     );
 }
 
-/// A job none of whose processes handles SIGTERM (a shell and its
-/// `sleep`), preempted: they started ignoring SIGTERM, as every job under
-/// ckptrun and Slurm does, so Slurm's SIGTERM alone would leave them
-/// running to KillWait's SIGKILL. ckptrun kills the job at once, and says
-/// so (its log's `dying by SIGKILL` is its own end: Slurm's SIGKILL would
-/// have left no such line); the requeued run finishes.
-#[test]
-fn a_preempted_job_no_process_of_which_hears_sigterm_is_killed_at_once() {
-    let Some(cluster) = cluster() else { return };
-    let mut rng = rng("no-handler");
-    let dir = self_dir(cluster, "self-no-handler");
-    let script = JobDir::example("self").replace(
-        "--ckpt-signal USR1 -- ./self_job state 3000 result",
-        "-- sh -c 'echo > state; test -n \"$SLURM_RESTART_COUNT\" || { sleep 300; exit 3; }'",
-    );
-    assert_ne!(script, JobDir::example("self"));
-    let _turn = Turn::alone();
-    let job = dir.submit_script("self-no-handler", &script, &["-p", "low", "-c", "1"]);
-    preempt_together(cluster, &[&job], 1, &mut rng);
-    let end = job.succeeds();
-    let log = dir.log();
-    assert_eq!(end.restarts, 1, "{log}");
-    let first_run = log.split(": exit ").next().unwrap();
-    for said in [
-        "no process of the job hears SIGTERM",
-        "killing the job and its process group (SIGKILL)",
-        "dying by SIGKILL",
-    ] {
-        assert!(first_run.contains(said), "{said}: {log}");
-    }
-}
-
 /// self_job's output over its runs (Slurm's output file, appended to):
 /// each `start step=N` after the first resumes at the step of the
 /// `checkpoint step=N` before it; `times` of them past step 0.

@@ -33,24 +33,10 @@ pub fn deaf(pid: Pid, sig: Sig) -> bool {
     })
 }
 
-/// How many processes below ckptrun `all_deaf` looks at, at most.
+/// How many processes below ckptrun may wait to be looked at, and how
+/// many are looked at, at most.
 const TREE_MAX: usize = 64;
-
-/// Whether `sig` (1-31) sent to any process below ckptrun would surely
-/// be lost: there is one, and each ignores it and does not block it (a
-/// program may take a blocked signal with sigwait, ignored or not).
-/// A shell that ignores SIGTERM, under Slurm, does not make it so: the
-/// program it runs may handle it. `None` when that cannot be known (see
-/// `every_below`). Does not allocate.
-pub fn all_deaf(sig: Sig) -> Option<bool> {
-    let bit = bit(sig)?;
-    let mut seen = false;
-    let every = every_below(|pid, parent| {
-        seen = true;
-        deaf_below(pid, parent, bit)
-    })?;
-    Some(every && seen)
-}
+const TREE_VISITS: u32 = 4096;
 
 /// Whether a process below ckptrun has a handler for `sig` (1-31).
 /// `None` when that cannot be known (see `every_below`).
@@ -68,13 +54,19 @@ fn bit(sig: Sig) -> Option<u64> {
 
 /// Calls `each(pid, parent)` for every process below ckptrun until it
 /// returns false: whether it never did. `None` when the processes cannot
-/// all be known: /proc without children lists, more than TREE_MAX of
-/// them, or more children of a thread than a read holds.
+/// all be known: /proc without children lists, more than TREE_MAX
+/// waiting to be looked at or TREE_VISITS in all, or more children of a
+/// thread than a read holds.
 fn every_below(mut each: impl FnMut(Pid, Pid) -> bool) -> Option<bool> {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut todo: heapless::Vec<(Pid, Pid), TREE_MAX> = heapless::Vec::new();
     let _ = todo.push((me, 0));
+    let mut visits = 0;
     while let Some((pid, parent)) = todo.pop() {
+        visits += 1;
+        if visits > TREE_VISITS {
+            return None;
+        }
         if pid != me && !each(pid, parent) {
             return Some(false);
         }
@@ -91,14 +83,6 @@ fn every_below(mut each: impl FnMut(Pid, Pid) -> bool) -> Option<bool> {
         whole.then_some(())?;
     }
     Some(true)
-}
-
-/// Whether `pid`, a child of `parent`, ignores the signal `bit` and its
-/// main thread does not block it: the kernel then discards that signal
-/// sent to the process, whatever its other threads block (a Python
-/// worker thread's sigwait never got it, its main thread not blocking).
-fn deaf_below(pid: Pid, parent: Pid, bit: u64) -> bool {
-    stat(pid).is_some_and(|s| s.ppid == parent && s.ignored & !s.blocked & bit != 0)
 }
 
 /// Calls `f` with each thread of `pid` until it returns false: whether

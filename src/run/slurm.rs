@@ -390,8 +390,7 @@ impl<'p> Watch<'p> {
     fn act(&mut self, answer: Answer, job: &Job) -> Action {
         let sig = libc::SIGTERM;
         match answer {
-            Answer::Evict => self.evict(job),
-            Answer::PassOn => self.inner.on_signal(sig, job),
+            Answer::Evict | Answer::PassOn => self.inner.on_signal(sig, job),
             Answer::EndNow => self.cancel(job),
             // What --map makes of it (SIGTERM as SIGINT, say) still goes.
             Answer::NotAgain => match self.inner.on_signal(sig, job) {
@@ -399,24 +398,6 @@ impl<'p> Watch<'p> {
                 other => other,
             },
         }
-    }
-
-    /// An eviction, as the mode answers it; but where the mode would pass
-    /// the SIGTERM on, and every process of the job still ignores it, as
-    /// `shield` started them (none has a handler, none blocks it), the
-    /// job is killed, as Slurm's SIGTERM would have ended it without
-    /// ckptrun. Else it would run on, unaware, to Slurm's SIGKILL.
-    fn evict(&mut self, job: &Job) -> Action {
-        let action = self.inner.on_signal(libc::SIGTERM, job);
-        if action != Action::Forward(libc::SIGTERM) || procfs::all_deaf(libc::SIGTERM) != Some(true)
-        {
-            return action;
-        }
-        self.log.warn(format_args!(
-            "no process of the job hears SIGTERM (it started ignoring it, under Slurm, and none \
-             has a handler): ending it, as Slurm's SIGTERM would without ckptrun"
-        ));
-        Action::Kill
     }
 
     /// Slurm cancels the job: it ends at once. A job a process of which
