@@ -79,13 +79,16 @@ trap 'stop_slurm_tests; stop_pool; stop_slurm' EXIT
 trap 'exit 130' INT TERM HUP
 
 # A collector port nobody listens on; another if one is taken meanwhile
-# (the script refuses a port in use). Sets pool_env, or why not.
+# (the script refuses a port in use). Sets pool_env, or why not. The
+# ports of both systems lie below Linux's ephemeral ports (32768 and up
+# by default), which an outgoing connection could take between the check
+# and the daemon's bind.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_pool() {
     local port tries=0 log=$pool_dir.log
     [ -x "$pool_script" ] || { why="no $pool_script"; return 1; }
     [ "$(id -u)" = 0 ] || { why="it needs root"; return 1; }
-    port=$((20000 + $$ % 20000))
+    port=$((20000 + $$ % 6000))
     while [ $tries -lt 5 ]; do
         while ! port_free "$port"; do port=$((port + 1)); done
         # 8 cpus: the jobs mostly sleep, and run side by side.
@@ -110,7 +113,7 @@ start_slurm() {
     [ "$(id -u)" = 0 ] || { why="it needs root"; return 1; }
     id ckptrun-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash ckptrun-test ||
         { why="useradd ckptrun-test failed"; return 1; }
-    port=$((40000 + $$ % 20000))
+    port=$((26000 + 2 * ($$ % 3000)))
     while ! port_free "$port" || ! port_free $((port + 1)); do port=$((port + 2)); done
     if slurm_env=$(SLURMCTLD_PORT=$port SLURMD_PORT=$((port + 1)) "$slurm_script" start "$slurm_dir" 2>"$log"); then
         rm -f "$log"

@@ -321,7 +321,10 @@ fn a_program_a_shell_runs_gets_sigterm_when_the_shell_is_killed() {
         let script = "echo ready > ready; ./terms 6000 10; echo ended $? > ended";
         let mut job = start(under_slurm(&sandbox, &["-v", extra], script));
         job.wait_for(&sandbox.path("ready"));
-        wait_until("terms runs", || sandbox.path("runs").exists());
+        // `start` is written once its handler is in place.
+        wait_until("terms runs", || {
+            std::fs::read_to_string(sandbox.path("runs")).is_ok_and(|r| r.contains("start"))
+        });
         job.signal(libc::SIGTERM);
         let out = job.finish();
         assert_eq!(out.code(), Some(120), "{name}: {}", out.stderr);
