@@ -803,54 +803,6 @@ fn under_slurm_a_shell_that_relays_its_programs_checkpoint_late_commits() {
     under_slurm_an_eviction_commits("slurm-relay-late", &program, script, "0.5");
 }
 
-/// `scancel`: Slurm signals every process of the job. A shell ignores
-/// SIGTERM (`run::slurm::shield`), but the program it runs may handle it
-/// to clean up: the job is left to Slurm's SIGTERM, not killed at once
-/// for its shell's deafness. (It was: the cleanup never ran, and ckptrun
-/// died by SIGKILL.)
-#[test]
-fn under_slurm_a_cancel_leaves_a_shells_program_its_sigterm_cleanup() {
-    let sandbox = Sandbox::new("slurm-cancel-child");
-    std::fs::write(
-        sandbox.path("child.py"),
-        "import signal, sys, time\n\
-         def on_term(sig, frame):\n    \
-             time.sleep(0.5)\n    \
-             open('cleaned', 'w').write('yes\\n')\n    \
-             sys.exit(0)\n\
-         signal.signal(signal.SIGTERM, on_term)\n\
-         open('ready', 'w').close()\n\
-         while True:\n    \
-             time.sleep(0.01)\n",
-    )
-    .unwrap();
-    let scontrol = "echo 'JobId=42 JobName=job UserId=root(0) GroupId=root(0) MCS_label=N/A \
-                    Priority=1 Nice=0 Account=(null) QOS=(null) JobState=CANCELLED \
-                    Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 \
-                    ExitCode=0:0'";
-    let mut job = start(
-        self_sh(&sandbox, &["-v"], "python3 child.py; exit $?")
-            .env("PATH", sandbox.stand_in("scontrol", scontrol))
-            .env("SLURM_JOB_ID", "42")
-            .env_remove("SLURM_RESTART_COUNT"),
-    );
-    job.wait_for(&sandbox.path("ready"));
-    let shell = first_child(job.pid());
-    // As Slurm does: ckptrun and every process of the job (the shell
-    // leads its own process group).
-    job.signal(libc::SIGTERM);
-    // SAFETY: kill has no memory arguments.
-    unsafe { libc::kill(-shell, libc::SIGTERM) };
-    let out = job.finish();
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("cancelled: ending the job"),
-        "{}",
-        out.stderr
-    );
-    assert_eq!(std::fs::read(sandbox.path("cleaned")).unwrap(), b"yes\n");
-}
-
 /// The optimized builds users ship, for both architectures, through a
 /// whole checkpoint cycle (the other tests use debug builds).
 #[test]

@@ -33,83 +33,6 @@ pub fn deaf(pid: Pid, sig: Sig) -> bool {
     })
 }
 
-/// How many processes below ckptrun may wait to be looked at, and how
-/// many are looked at, at most.
-const TREE_MAX: usize = 64;
-const TREE_VISITS: u32 = 4096;
-
-/// Whether a process below ckptrun has a handler for `sig` (1-31).
-/// `None` when that cannot be known (see `every_below`).
-pub fn any_catches(sig: Sig) -> Option<bool> {
-    let bit = bit(sig)?;
-    let none = every_below(|pid, parent| {
-        stat(pid).is_none_or(|s| s.ppid != parent || s.caught & bit == 0)
-    })?;
-    Some(!none)
-}
-
-fn bit(sig: Sig) -> Option<u64> {
-    (1..=31).contains(&sig).then(|| 1u64 << (sig - 1))
-}
-
-/// Calls `each(pid, parent)` for every process below ckptrun until it
-/// returns false: whether it never did. `None` when the processes cannot
-/// all be known: /proc without children lists, more than TREE_MAX
-/// waiting to be looked at or TREE_VISITS in all, or more children of a
-/// thread than a read holds.
-fn every_below(mut each: impl FnMut(Pid, Pid) -> bool) -> Option<bool> {
-    let me = rustix::process::getpid().as_raw_nonzero().get();
-    let mut todo: heapless::Vec<(Pid, Pid), TREE_MAX> = heapless::Vec::new();
-    let _ = todo.push((me, 0));
-    let mut visits = 0;
-    while let Some((pid, parent)) = todo.pop() {
-        visits += 1;
-        if visits > TREE_VISITS {
-            return None;
-        }
-        if pid != me && !each(pid, parent) {
-            return Some(false);
-        }
-        // The children of each of its threads.
-        let whole = each_task(pid, |tid| {
-            let mut buf = [0u8; 512];
-            match read_at(format_args!("{pid}/task/{tid}/children"), &mut buf) {
-                Some(list) if list.len() < 512 => {
-                    pids(list).all(|child| todo.push((child, pid)).is_ok())
-                }
-                _ => false,
-            }
-        });
-        whole.then_some(())?;
-    }
-    Some(true)
-}
-
-/// Calls `f` with each thread of `pid` until it returns false: whether
-/// it never did (false if /proc/PID/task cannot be read).
-fn each_task(pid: Pid, mut f: impl FnMut(Pid) -> bool) -> bool {
-    let mut path: heapless::String<32> = heapless::String::new();
-    let Ok(()) = write!(path, "/proc/{pid}/task\0") else {
-        return false;
-    };
-    let Ok(path) = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()) else {
-        return false;
-    };
-    let Ok(dir) = crate::os::tree::open_named_dir(rustix::fs::CWD, path) else {
-        return false;
-    };
-    let mut all = true;
-    let read = crate::os::tree::each_name(std::os::fd::AsFd::as_fd(&dir), |name| {
-        let tid = decimal::parse(name.to_bytes()).and_then(|t| Pid::try_from(t).ok());
-        all = tid.is_some_and(&mut f);
-        match all {
-            true => Ok(()),
-            false => Err(rustix::io::Errno::CANCELED),
-        }
-    });
-    read.is_ok() && all
-}
-
 /// Whether `sig` is in the mask `pick` takes from our child's stat line.
 fn in_mask(pid: Pid, sig: Sig, pick: fn(&Stat) -> u64) -> bool {
     let me = rustix::process::getpid().as_raw_nonzero().get();
@@ -222,29 +145,18 @@ struct Stat {
 
 /// Parent and signal masks of `pid`, from /proc/PID/stat.
 fn stat(pid: Pid) -> Option<Stat> {
-    stat_at(format_args!("{pid}/stat"))
-}
-
-/// A stat line under /proc: a process's, or a thread's (its own
-/// `blocked`).
-fn stat_at(under: core::fmt::Arguments) -> Option<Stat> {
     // One line of about 300 bytes (the command name is at most 16);
     // a full buffer means something unexpected: unknown.
     let mut buf = [0u8; 1024];
-    let line = read_at(under, &mut buf)?;
+    let line = read(pid, "stat", &mut buf)?;
     (line.len() < 1024).then_some(())?;
     parse_stat(line)
 }
 
 /// /proc/PID/FILE, as much of it as `buf` holds.
 fn read<'b>(pid: Pid, file: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    read_at(format_args!("{pid}/{file}"), buf)
-}
-
-/// /proc/`under`, as much of it as `buf` holds.
-fn read_at<'b>(under: core::fmt::Arguments, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    let mut path: heapless::String<64> = heapless::String::new();
-    write!(path, "/proc/{under}\0").ok()?;
+    let mut path: heapless::String<32> = heapless::String::new();
+    write!(path, "/proc/{pid}/{file}\0").ok()?;
     let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
     let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
     let len = sys::read_fill(&fd, buf).ok()?;
@@ -302,25 +214,24 @@ pub fn lists_children(pid: Pid) -> bool {
 /// another PID namespace yields nothing rather than strangers.
 pub fn children(pid: Pid, buf: &mut [u8]) -> impl Iterator<Item = Pid> + '_ {
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    let len = read_children(pid, buf).unwrap_or(0);
+    let len = (|| {
+        let mut path: heapless::String<48> = heapless::String::new();
+        write!(path, "/proc/{pid}/task/{pid}/children\0").ok()?;
+        let path = core::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
+        let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+        sys::read_fill(&fd, buf).ok()
+    })()
+    .unwrap_or(0);
     // A list cut off at the buffer's end may end in half a pid: drop it.
     let whole = if len == buf.len() {
         buf[..len].iter().rposition(|&b| b == b' ').unwrap_or(0)
     } else {
         len
     };
-    pids(&buf[..whole]).filter(move |&child| stat(child).is_some_and(|s| s.ppid == me))
-}
-
-/// /proc/PID/task/PID/children, as much as `buf` holds: its length.
-fn read_children(pid: Pid, buf: &mut [u8]) -> Option<usize> {
-    read_at(format_args!("{pid}/task/{pid}/children"), buf).map(<[u8]>::len)
-}
-
-/// The pids of a children list ("12 345 ").
-fn pids(list: &[u8]) -> impl Iterator<Item = Pid> + '_ {
-    list.split(|&b| b == b' ')
+    buf[..whole]
+        .split(|&b| b == b' ')
         .filter_map(|n| Pid::try_from(decimal::parse(n)?).ok())
+        .filter(move |&child| stat(child).is_some_and(|s| s.ppid == me))
 }
 
 #[cfg(test)]

@@ -28,7 +28,6 @@ use std::time::{Duration, Instant};
 
 use crate::os::error::Error;
 use crate::os::log::Log;
-use crate::os::procfs;
 use crate::os::program;
 use crate::os::sys::{self, Pid, Sig, SigSet};
 use crate::run::protocol::{Action, Ended, Ending, Job, Protocol, Verdict};
@@ -400,15 +399,11 @@ impl<'p> Watch<'p> {
         }
     }
 
-    /// Slurm cancels the job: it ends at once. A job a process of which
-    /// handles SIGTERM has Slurm's, and is left to it (the log says
-    /// nothing is sent): a shell ignores SIGTERM while the program it
-    /// runs may be cleaning up. One none of whose processes handles it is
-    /// killed. Where /proc cannot tell, the job's own process decides.
+    /// Slurm cancels the job: it ends at once. A job that handles SIGTERM
+    /// has Slurm's, and is left to it (the log says nothing is sent); one
+    /// that ignores it is killed.
     fn cancel(&mut self, job: &Job) -> Action {
-        let hears =
-            procfs::any_catches(libc::SIGTERM).unwrap_or_else(|| job.catches(libc::SIGTERM));
-        match hears {
+        match job.catches(libc::SIGTERM) {
             true => Action::Drop,
             false => Action::Kill,
         }
