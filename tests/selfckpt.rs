@@ -701,46 +701,29 @@ fn under_slurm_a_requeued_run_that_finds_only_empty_slots_says_so() {
 /// lost).
 #[test]
 fn under_slurm_a_program_a_shell_runs_checkpoints_on_slurms_sigterm() {
-    let sandbox = Sandbox::new("slurm-shell-child");
-    std::fs::write(
-        sandbox.path("child.py"),
-        "import os, signal, sys, time\n\
-         def on_term(sig, frame):\n    \
-             time.sleep(0.5)\n    \
-             open('state.tmp', 'w').write('checkpointed\\n')\n    \
-             os.rename('state.tmp', 'state')\n    \
-             sys.exit(17)\n\
-         signal.signal(signal.SIGTERM, on_term)\n\
-         open('ready', 'w').close()\n\
-         while True:\n    \
-             time.sleep(0.01)\n",
-    )
-    .unwrap();
-    let mut job = start(
-        self_sh(&sandbox, &[], "python3 child.py; exit $?")
-            .env("PATH", sandbox.stand_in("scontrol", "exit 1"))
-            .env("SLURM_JOB_ID", "42")
-            .env_remove("SLURM_RESTART_COUNT"),
-    );
-    job.wait_for(&sandbox.path("ready"));
-    let shell = first_child(job.pid());
-    // As Slurm does: ckptrun and every process of the job (the shell
-    // leads its own process group).
-    job.signal(libc::SIGTERM);
-    // SAFETY: kill has no memory arguments.
-    unsafe { libc::kill(-shell, libc::SIGTERM) };
-    let out = job.finish();
-    assert_eq!(out.code(), Some(85), "{}", out.stderr);
-    assert_eq!(committed(&sandbox, 1), b"checkpointed\n");
+    let on_term = "    time.sleep(0.5)\n";
+    let script = "python3 ckpt.py; exit $?";
+    under_slurm_an_eviction_commits("slurm-shell-child", on_term, script, "0");
 }
 
 /// Under Slurm, SIGTERM to ckptrun and to every process of the job, as
 /// Slurm sends it at a preemption; the stand-in scontrol makes it an
 /// eviction, after `answer_s` seconds. `script` runs under `sh -c`; its
-/// Python program `ckpt.py` (`program`) checkpoints on SIGTERM and exits
-/// 17: ckptrun must exit 85 with its state committed.
-fn under_slurm_an_eviction_commits(name: &str, program: &str, script: &str, answer_s: &str) {
+/// Python program `ckpt.py` runs `on_term` (lines of Python, each
+/// indented by 4) on SIGTERM, then checkpoints and exits 17: ckptrun
+/// must exit 85 with its state committed.
+fn under_slurm_an_eviction_commits(name: &str, on_term: &str, script: &str, answer_s: &str) {
     let sandbox = Sandbox::new(name);
+    let program = format!(
+        "import os, signal, time\n\
+         def on_term(sig, frame):\n{on_term}    open('state.tmp', 'w').write('checkpointed\\n')\n    \
+             os.rename('state.tmp', 'state')\n    \
+             os._exit(17)\n\
+         signal.signal(signal.SIGTERM, on_term)\n\
+         open('ready', 'w').close()\n\
+         while True:\n    \
+             time.sleep(0.01)\n"
+    );
     std::fs::write(sandbox.path("ckpt.py"), program).unwrap();
     let mut job = start(
         self_sh(&sandbox, &["-v"], script)
@@ -761,28 +744,14 @@ fn under_slurm_an_eviction_commits(name: &str, program: &str, script: &str, answ
     assert_eq!(committed(&sandbox, 1), b"checkpointed\n");
 }
 
-/// What the program writes as its checkpoint, and how it ends.
-const CHECKPOINTED: &str = "    open('state.tmp', 'w').write('checkpointed\\n')\n    \
-                            os.rename('state.tmp', 'state')\n    \
-                            os._exit(17)\n";
-
 /// A handler that ignores SIGTERM while it checkpoints (so that another
 /// cannot interrupt it): by the time ckptrun looks, no process of the
 /// job hears SIGTERM, yet the checkpoint is coming. (A first try at
 /// killing such jobs at once lost it, in the real Slurm too.)
 #[test]
 fn under_slurm_a_handler_that_ignores_sigterm_while_it_checkpoints_commits() {
-    let program = format!(
-        "import os, signal, time\n\
-         def on_term(sig, frame):\n    \
-             signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    \
-             time.sleep(1)\n{CHECKPOINTED}\
-         signal.signal(signal.SIGTERM, on_term)\n\
-         open('ready', 'w').close()\n\
-         while True:\n    \
-             time.sleep(0.01)\n"
-    );
-    under_slurm_an_eviction_commits("slurm-ign-handler", &program, "exec python3 ckpt.py", "0");
+    let on_term = "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    time.sleep(1)\n";
+    under_slurm_an_eviction_commits("slurm-ign-handler", on_term, "exec python3 ckpt.py", "0");
 }
 
 /// A program that checkpoints at once and exits 17, under a shell that
@@ -791,16 +760,8 @@ fn under_slurm_a_handler_that_ignores_sigterm_while_it_checkpoints_commits() {
 /// checkpoint.
 #[test]
 fn under_slurm_a_shell_that_relays_its_programs_checkpoint_late_commits() {
-    let program = format!(
-        "import os, signal, time\n\
-         def on_term(sig, frame):\n{CHECKPOINTED}\
-         signal.signal(signal.SIGTERM, on_term)\n\
-         open('ready', 'w').close()\n\
-         while True:\n    \
-             time.sleep(0.01)\n"
-    );
     let script = "python3 ckpt.py; rc=$?; sleep 2; exit $rc";
-    under_slurm_an_eviction_commits("slurm-relay-late", &program, script, "0.5");
+    under_slurm_an_eviction_commits("slurm-relay-late", "", script, "0.5");
 }
 
 /// The optimized builds users ship, for both architectures, through a
