@@ -169,7 +169,7 @@ impl SelfCkpt {
         match &mut self.phase {
             Phase::Asked(p) if p.exit => {
                 // Already asked to exit: the earlier deadline stands.
-                p.deadline = [p.deadline, deadline].into_iter().flatten().min();
+                p.deadline = protocol::earliest(&[p.deadline, deadline]);
                 return;
             }
             // Being killed: nothing more to ask of it.
@@ -311,11 +311,7 @@ impl Protocol for SelfCkpt {
             Phase::Asked(p) => [p.deadline, p.next_poll],
             _ => [None, None],
         };
-        [self.policy.next_tick()]
-            .into_iter()
-            .chain(pending)
-            .flatten()
-            .min()
+        protocol::earliest(&[self.policy.next_tick(), pending[0], pending[1]])
     }
 
     fn on_deadline(&mut self, job: &Job, log: &Log) -> Action {

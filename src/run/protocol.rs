@@ -252,6 +252,14 @@ pub fn when_ready(action: Action, requests: &[Sig], job: &Job) -> Action {
     }
 }
 
+/// The earliest of `times`, if any: one loop for every deadline's
+/// reckoning (each protocol's, and the supervisor's), kept out of line
+/// so that each caller costs a call, not a copy of the loop.
+#[inline(never)]
+pub fn earliest(times: &[Option<Instant>]) -> Option<Instant> {
+    times.iter().flatten().min().copied()
+}
+
 /// Which signal the job gets for each signal ckptrun receives: itself,
 /// unless a protocol default or `--map` says otherwise. 0 drops it.
 pub struct Routes([Sig; signals::MAX as usize + 1]);

@@ -11,7 +11,7 @@ use rustix::process::WaitOptions;
 use crate::os::log::Log;
 use crate::os::procfs;
 use crate::os::sys::{self, Pid, Sig, SigSet};
-use crate::run::protocol::{Action, Ended, HOLD_RETRY, Job, Protocol};
+use crate::run::protocol::{self, Action, Ended, HOLD_RETRY, Job, Protocol};
 use crate::run::signals::{self, Name};
 
 /// How long a job ended with SIGTERM may take before SIGKILL.
@@ -376,10 +376,8 @@ impl Supervisor<'_> {
 
     /// Time until the nearest deadline, if any.
     fn time_left(&self) -> Option<Duration> {
-        let next = [self.kill_at, self.held.retry_at, self.protocol.deadline()]
-            .into_iter()
-            .flatten()
-            .min()?;
+        let next =
+            protocol::earliest(&[self.kill_at, self.held.retry_at, self.protocol.deadline()])?;
         Some(next.saturating_duration_since(Instant::now()))
     }
 

@@ -176,10 +176,7 @@ impl Protocol for Condor {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        [self.answer_by, self.policy.next_tick()]
-            .into_iter()
-            .flatten()
-            .min()
+        protocol::earliest(&[self.answer_by, self.policy.next_tick()])
     }
 
     fn on_deadline(&mut self, job: &Job, log: &Log) -> Action {

@@ -135,10 +135,7 @@ impl Pending {
 
     /// When it next wants a look.
     pub fn wake_at(&self) -> Option<Instant> {
-        [Some(self.next_poll), self.again_at, self.deadline]
-            .into_iter()
-            .flatten()
-            .min()
+        crate::run::protocol::earliest(&[Some(self.next_poll), self.again_at, self.deadline])
     }
 
     /// Sends the request (`joined`: the coordinator has seen the job

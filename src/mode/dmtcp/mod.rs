@@ -560,10 +560,7 @@ impl Protocol for Dmtcp<'_> {
             Phase::Checkpointed { kill_at } => kill_at,
             _ => None,
         };
-        [pending, check, tick, kill_at, lost]
-            .into_iter()
-            .flatten()
-            .min()
+        protocol::earliest(&[pending, check, tick, kill_at, lost])
     }
 
     fn on_deadline(&mut self, _job: &Job, log: &Log) -> Action {
