@@ -577,6 +577,74 @@ fn interval_continue_commits_while_the_job_runs_and_a_crash_resumes_from_there()
     same_outputs(&life, &reference);
 }
 
+/// The newest generation in the life's sandbox (0 if none).
+fn newest(life: &Life) -> u64 {
+    generations(&life.sandbox, STORE)
+        .last()
+        .copied()
+        .unwrap_or(0)
+}
+
+/// A periodic checkpoint ckptrun gave up on (its request taken, nothing
+/// written for 30 s: the job was stopped, as HTCondor's suspend stops
+/// it) and DMTCP completed later, once the job was continued: its images
+/// were not seen being written, so the outputs' sizes at it are not
+/// known. Committed with the sizes of the next tick, as they were before
+/// this was fixed, a restart from it wrote again some 100 lines the job
+/// had written since. Waits out the 30 s.
+#[test]
+fn a_periodic_checkpoint_completed_after_it_was_given_up_is_not_committed() {
+    let _turn = one_at_a_time();
+    let Some(bin) = real_dmtcp("dmtcp_real") else {
+        return;
+    };
+    let job = c_job_every(800, 10);
+    let reference = reference(&job);
+    let mut life = Life::new(job, bin, User::Root);
+    let mut run = start(life.command(&["--interval", "1", "--interval-continue"]));
+    let sandbox = life.sandbox.clone();
+    while_running(
+        &mut run,
+        &sandbox,
+        "a first commit",
+        Duration::from_secs(30),
+        || newest(&life) >= 1,
+    );
+    // The job alone is stopped, between two ticks: the next request is
+    // taken and cannot be carried out.
+    let job: Vec<i32> = processes_from(&sandbox)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect();
+    assert!(!job.is_empty(), "{}", life.log());
+    job.iter().for_each(|&pid| signal(pid, libc::SIGSTOP));
+    let given_up = |log: String| log.contains("no checkpoint could be taken");
+    while_running(
+        &mut run,
+        &sandbox,
+        "the request given up",
+        Duration::from_secs(60),
+        || given_up(life.log()),
+    );
+    let before = newest(&life);
+    job.iter().for_each(|&pid| signal(pid, libc::SIGCONT));
+    // The next commit made, the machine dies.
+    while_running(
+        &mut run,
+        &sandbox,
+        "a commit after it",
+        Duration::from_secs(30),
+        || newest(&life) > before,
+    );
+    run.signal(libc::SIGKILL);
+    let _ = run.finish();
+    assert_nothing_left(&life.sandbox);
+    life.move_on();
+    let out = run_long_for(&life, life.command(&[]));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, life.log());
+    same_outputs(&life, &reference);
+}
+
 #[test]
 fn ckptrun_killed_during_a_checkpoint_resumes_from_the_last_commit() {
     let _turn = one_at_a_time();

@@ -225,6 +225,10 @@ pub struct Place {
     /// first `frozen` bytes of `lines`.
     pub frozen: Option<usize>,
     pub lines: Lines,
+    /// A run-on checkpoint was given up while DMTCP may still take it: if
+    /// it does, later, the outputs' sizes at its freeze are known only if
+    /// its images are seen being written (see `Dmtcp::given_up`).
+    pub lapsed: bool,
 }
 
 impl Place {
@@ -238,6 +242,28 @@ impl Place {
         if self.frozen.is_none() {
             self.frozen = Some(output_sizes(&self.outputs, &mut self.lines).len());
         }
+    }
+
+    /// A lapsed checkpoint (see `lapsed`) that DMTCP has completed since
+    /// is discarded, before a request could write over it; whether one
+    /// may still be under way.
+    #[inline(never)]
+    pub fn drop_late(&mut self, log: &Log) -> bool {
+        if self.lapsed && self.images.look() == Look::Complete {
+            self.discard(log);
+        }
+        self.lapsed
+    }
+
+    /// The images of a lapsed checkpoint, not seen being written, are
+    /// removed: committed, a restart from them would cut the outputs back
+    /// to sizes later than theirs, and write again what was written since.
+    pub fn discard(&mut self, log: &Log) {
+        log.warn(format_args!(
+            "a checkpoint given up on was completed late, not seen being written: discarded (the outputs' sizes at it are not known)"
+        ));
+        self.lapsed = false;
+        let _ = self.images.empty();
     }
 
     /// Commits the images as the next generation, with what a restart

@@ -195,7 +195,13 @@ impl<'a> Dmtcp<'a> {
             }
             return Action::Drop;
         }
-        let asks = if exit { Asks::Exit } else { Asks::RunOn };
+        // After a checkpoint given up on, one that ends the computation
+        // is taken only once that one is done with (see `given_up`).
+        let asks = match (exit, self.place.drop_late(self.log)) {
+            (false, _) => Asks::RunOn,
+            (true, false) => Asks::Exit,
+            (true, true) => Asks::RunOnThenExit { by: deadline },
+        };
         let p = slot.insert(Pending::new(asks, evicted, deadline, now));
         self.place.frozen = None;
         self.policy.stop_ticks();
@@ -317,6 +323,9 @@ impl<'a> Dmtcp<'a> {
         if let Some(slot) = self.phase.pending_slot() {
             *slot = None;
         }
+        // Once asked for, DMTCP may still take it (a job stopped, then
+        // continued), at a time ckptrun cannot tell (see `Place`).
+        self.place.lapsed |= p.tries > 0;
         self.policy.start_ticks(now);
         Action::Drop
     }
@@ -332,10 +341,15 @@ impl<'a> Dmtcp<'a> {
         }
         self.policy.start_ticks(Instant::now());
         if self.place.frozen.is_none() {
+            if self.place.lapsed {
+                self.place.discard(log);
+                return true;
+            }
             log.info(format_args!(
                 "the images were not seen being written: the outputs' sizes are taken now"
             ));
         }
+        self.place.lapsed = false;
         let done = self.place.commit(log);
         if let Err(f) = done {
             log.warn(format_args!(

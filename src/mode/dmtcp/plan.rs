@@ -97,6 +97,7 @@ pub fn make(
             outputs,
             frozen: None,
             lines: [0; _],
+            lapsed: false,
         },
         procs: Processes::new(children, coordinator.pid, quit),
         requests: commands.requests,
