@@ -937,6 +937,7 @@ impl Run {
 /// error if tar cannot read it whole.
 fn tar_list(archive: &Path) -> Result<Vec<(String, u64)>, String> {
     let out = Command::new("tar")
+        .env("LC_ALL", "C")
         .arg("-tvf")
         .arg(archive)
         .output()

@@ -1265,8 +1265,14 @@ pub fn flip_byte_of(slot: &Path, member: &str) {
 }
 
 /// Flips one bit of byte `at` of `member`'s data, as stored, in `slot`.
+/// (GNU tar's `block N:` prefix is translated: read in the C locale.)
 pub fn flip_byte_at(slot: &Path, member: &str, at: usize) {
-    let listing = Command::new("tar").arg("-tvRf").arg(slot).output().unwrap();
+    let listing = Command::new("tar")
+        .env("LC_ALL", "C")
+        .arg("-tvRf")
+        .arg(slot)
+        .output()
+        .unwrap();
     let listing = String::from_utf8(listing.stdout).unwrap();
     let block: u64 = listing
         .lines()
