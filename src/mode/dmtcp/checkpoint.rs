@@ -237,10 +237,15 @@ impl Place {
     /// output as at the checkpoint. A process resumes as soon as its own
     /// image is written, well before the checkpoint shows complete (the
     /// coordinator's restart script came some 48 ms later here), so sizes
-    /// read at the commit would hold output a restart writes again.
+    /// read at the commit would hold output a restart writes again; and
+    /// the sizes count only if no image was written by the time they
+    /// were read (each process resumes on its own).
     pub fn note_frozen(&mut self) {
         if self.frozen.is_none() {
-            self.frozen = Some(output_sizes(&self.outputs, &mut self.lines).len());
+            let len = output_sizes(&self.outputs, &mut self.lines).len();
+            if self.images.look() == Look::Writing {
+                self.frozen = Some(len);
+            }
         }
     }
 

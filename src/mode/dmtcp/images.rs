@@ -111,8 +111,9 @@ impl ImagesDir {
 
     /// What it shows of a checkpoint: complete (the restart script the
     /// coordinator writes last, at least one non-empty `ckpt_*.dmtcp`, and
-    /// no image still being written), an image being written (`*.temp`),
-    /// images written but not yet complete, or nothing.
+    /// no image still being written), images being written (`*.temp`)
+    /// and none written yet, an image written but the checkpoint not
+    /// complete, or nothing.
     pub fn look(&self) -> Look {
         let images = self.dir();
         // Follows the symlink: its target must be there too.
@@ -134,8 +135,8 @@ impl ImagesDir {
         });
         match (listed && script && !temp && found > 0, temp, shown) {
             (true, _, _) => Look::Complete,
-            (false, true, _) => Look::Writing,
-            (false, false, true) => Look::Written,
+            (false, true, false) => Look::Writing,
+            (false, _, true) => Look::Written,
             (false, false, false) => Look::Nothing,
         }
     }
@@ -145,10 +146,12 @@ impl ImagesDir {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Look {
     Complete,
-    /// DMTCP is writing an image: the computation is frozen.
+    /// DMTCP is writing images, and none is written yet: the whole
+    /// computation is frozen.
     Writing,
-    /// Images written, the checkpoint not complete yet: a process
-    /// resumes as soon as its own image is written.
+    /// An image written, the checkpoint not complete yet: a process
+    /// resumes as soon as its own image is written, others may still be
+    /// writing theirs.
     Written,
     Nothing,
 }
@@ -173,5 +176,24 @@ mod tests {
         assert!(!is_image(b"dmtcp_restart_script.sh"));
         assert!(is_saved_files(b"ckpt_foo_4a1b-40000-5f2a_files/x"));
         assert!(!is_saved_files(b"ckpt_foo.dmtcp"));
+    }
+
+    /// Frozen (`Writing`) only until the first image is written: its
+    /// process may run on while another still writes its own.
+    #[test]
+    fn writing_ends_with_the_first_image_written() {
+        let dir = crate::os::temp_dir::TempDir::new("images-look");
+        let images = ImagesDir::make(dir.join("ckptrun.0")).unwrap();
+        let at = |name: &str| images.at().join(name);
+        assert!(images.look() == Look::Nothing);
+        std::fs::write(at("ckpt_a_1.dmtcp.temp"), b"a").unwrap();
+        std::fs::write(at("ckpt_b_2.dmtcp.temp"), b"b").unwrap();
+        assert!(images.look() == Look::Writing);
+        std::fs::rename(at("ckpt_a_1.dmtcp.temp"), at("ckpt_a_1.dmtcp")).unwrap();
+        assert!(images.look() == Look::Written);
+        std::fs::rename(at("ckpt_b_2.dmtcp.temp"), at("ckpt_b_2.dmtcp")).unwrap();
+        assert!(images.look() == Look::Written);
+        std::fs::write(at("dmtcp_restart_script.sh"), b"#!/bin/sh\n").unwrap();
+        assert!(images.look() == Look::Complete);
     }
 }
