@@ -1269,15 +1269,9 @@ fn a_missing_images_dir_is_one_line_and_leaves_nothing() {
 
 /// Changes one byte in the middle of the first DMTCP image inside the
 /// archive `slot`, where GNU tar says it is: a bit flip on a disk or in
-/// a transfer. (GNU tar's `block N:` is translated: the C locale.)
+/// a transfer.
 fn flip_image_byte(slot: &Path) {
-    let listing = Command::new("tar")
-        .env("LC_ALL", "C")
-        .arg("-tvRf")
-        .arg(slot)
-        .output()
-        .unwrap();
-    let listing = String::from_utf8(listing.stdout).unwrap();
+    let listing = tar_blocks(slot);
     let (block, size) = listing
         .lines()
         .filter(|l| l.ends_with(".dmtcp"))

@@ -1264,16 +1264,22 @@ pub fn flip_byte_of(slot: &Path, member: &str) {
     flip_byte_at(slot, member, 0);
 }
 
-/// Flips one bit of byte `at` of `member`'s data, as stored, in `slot`.
-/// (GNU tar's `block N:` prefix is translated: read in the C locale.)
-pub fn flip_byte_at(slot: &Path, member: &str, at: usize) {
+/// GNU tar's listing of the archive `slot`, each member's line led by
+/// `block N:` (its header's block), read in the C locale: tar
+/// translates that prefix.
+pub fn tar_blocks(slot: &Path) -> String {
     let listing = Command::new("tar")
         .env("LC_ALL", "C")
         .arg("-tvRf")
         .arg(slot)
         .output()
         .unwrap();
-    let listing = String::from_utf8(listing.stdout).unwrap();
+    String::from_utf8(listing.stdout).unwrap()
+}
+
+/// Flips one bit of byte `at` of `member`'s data, as stored, in `slot`.
+pub fn flip_byte_at(slot: &Path, member: &str, at: usize) {
+    let listing = tar_blocks(slot);
     let block: u64 = listing
         .lines()
         .find(|l| l.ends_with(&format!(" {member}")))
