@@ -10,8 +10,9 @@
 //! 4.2.0's `dmtcp_command` returns before that, so ckptrun looks. Nothing
 //! here allocates but `make` and `new_name`, before the job starts.
 
-use std::ffi::{CStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
@@ -37,7 +38,8 @@ pub fn is_saved_files(path: &[u8]) -> bool {
 
 pub struct ImagesDir {
     dir: OwnedFd,
-    at: PathBuf,
+    /// Its path, as the system calls take it.
+    at: CString,
 }
 
 impl ImagesDir {
@@ -46,7 +48,8 @@ impl ImagesDir {
     /// that exists must be ours and not a symlink (/tmp is shared).
     pub fn make(at: PathBuf) -> Result<Self, Error> {
         let fail = |e: Errno| Error::os(at.display(), e);
-        match rustix::fs::mkdir(at.as_os_str(), Mode::from_raw_mode(0o700)) {
+        let c_at = CString::new(at.as_os_str().as_bytes()).map_err(|_| fail(Errno::INVAL))?;
+        match rustix::fs::mkdir(&*c_at, Mode::from_raw_mode(0o700)) {
             Ok(()) => {}
             Err(Errno::NOENT) => {
                 let dir = at.parent().unwrap_or(&at);
@@ -56,7 +59,7 @@ impl ImagesDir {
                 ));
             }
             Err(Errno::EXIST) => {
-                let st = rustix::fs::lstat(at.as_os_str()).map_err(fail)?;
+                let st = rustix::fs::lstat(&*c_at).map_err(fail)?;
                 let ours = st.st_uid == rustix::process::geteuid().as_raw();
                 if FileType::from_raw_mode(st.st_mode) != FileType::Directory || !ours {
                     return Err(Error::usage(
@@ -68,13 +71,13 @@ impl ImagesDir {
             Err(e) => return Err(fail(e)),
         }
         let dir = rustix::fs::open(
-            at.as_os_str(),
+            &*c_at,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
         .map_err(fail)?;
         tree::empty(dir.as_fd()).map_err(fail)?;
-        Ok(Self { dir, at })
+        Ok(Self { dir, at: c_at })
     }
 
     /// `ckptrun.` and 16 random hex digits: a new images directory's name.
@@ -95,7 +98,7 @@ impl ImagesDir {
 
     /// Its path.
     pub fn at(&self) -> &Path {
-        &self.at
+        Path::new(OsStr::from_bytes(self.at.to_bytes()))
     }
 
     /// Removes what it holds.
@@ -106,7 +109,7 @@ impl ImagesDir {
     /// Empties and removes it.
     pub fn remove(&self) {
         let _ = self.empty();
-        let _ = rustix::fs::rmdir(self.at.as_os_str());
+        let _ = rustix::fs::rmdir(&*self.at);
     }
 
     /// What it shows of a checkpoint: complete (the restart script the
