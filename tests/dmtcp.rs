@@ -5,7 +5,7 @@
 //! never, a computation DMTCP does not end after its checkpoint, a
 //! coordinator that exits (`--exit-on-last`) before the job has ended, a
 //! restart script that comes late, an eviction during a periodic
-//! checkpoint.
+//! checkpoint, a checkpoint that completes after ckptrun gave up on it.
 //! Everything else is tested against the real DMTCP 4.2.0
 //! (tests/dmtcp_real.rs, tests/dmtcp_harness.rs).
 //!
@@ -627,6 +627,141 @@ fn an_eviction_during_a_periodic_checkpoint_takes_that_checkpoint() {
     assert_eq!(generations(&sandbox.dir, STORE).last(), Some(&2));
     assert_nothing_left(&sandbox);
     resumed_to(&sandbox, &expected);
+}
+
+/// The newest generation in the sandbox (0 if none).
+fn newest(sandbox: &Sandbox) -> u64 {
+    generations(&sandbox.dir, STORE)
+        .last()
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Waits until `done` (at most `limit`), failing if ckptrun ends first,
+/// with its log (`--log ckptrun.log`).
+fn while_running(
+    (run, sandbox): (&mut Running, &Sandbox),
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    let log = || read(sandbox.path("ckptrun.log"));
+    while !done() {
+        if let Some(status) = run.child.try_wait().unwrap() {
+            panic!("ckptrun ended ({status:?}) before {what}\n{}", log());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not within {limit:?}: {what}\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A periodic checkpoint ckptrun gave up on (the job stopped past the
+/// 30 s it waits, then continued) whose images DMTCP has written by the
+/// next tick, its restart script not yet (the fake's comes 2 s late):
+/// no request is made until it is complete, and then it is discarded,
+/// its outputs' sizes unknown. Before, that tick's request reached the
+/// coordinator (1.6 s later here) once the late one was complete and was
+/// taken; with no request pending its checkpoint was not seen being
+/// written, and the next tick committed it with the outputs' sizes of
+/// the commit, so the restart wrote again what the job had written since
+/// (a review saw it with the real DMTCP, at a tick some 45 ms before the
+/// script; the fake's delays widen that window). Waits out the 30 s.
+#[test]
+fn no_request_is_made_while_a_checkpoint_given_up_on_completes() {
+    let sandbox = sandbox("lapsed-written");
+    let expected = reference(2500);
+    let periodic = [
+        "--log",
+        "ckptrun.log",
+        "--interval",
+        "1",
+        "--interval-continue",
+    ];
+    let mut cmd = dmtcp(&sandbox, &periodic, 2500, 10);
+    cmd.env("FAKE_DMTCP_SCRIPT_DELAY_MS", "2000")
+        .env("FAKE_DMTCP_COMMAND_GAP_MS", "1600")
+        .env("FAKE_DMTCP_IMAGE_KB", "1024")
+        .env("FAKE_DMTCP_WRITE_MS_PER_MB", "200");
+    let mut running = started(cmd, &sandbox);
+    let job: i32 = read(sandbox.path("job.pid")).trim().parse().unwrap();
+    let limit = Duration::from_secs(60);
+    while_running((&mut running, &sandbox), "a first commit", limit, || {
+        newest(&sandbox) >= 1
+    });
+    signal(job, libc::SIGSTOP);
+    let log = || read(sandbox.path("ckptrun.log"));
+    while_running(
+        (&mut running, &sandbox),
+        "the request given up",
+        limit,
+        || log().contains("no checkpoint could be taken"),
+    );
+    let before = newest(&sandbox);
+    signal(job, libc::SIGCONT);
+    while_running((&mut running, &sandbox), "a commit after it", limit, || {
+        newest(&sandbox) > before
+    });
+    // The machine dies.
+    kill_tree(running.pid());
+    let _ = running.finish();
+    assert_nothing_running(&sandbox);
+    let out = run(dmtcp(&sandbox, &["--log", "ckptrun.log"], 2500, 10));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, log());
+    assert_same_output(&read(sandbox.path("out")), &expected);
+}
+
+/// An eviction that comes while a periodic checkpoint's request is out,
+/// ckptrun itself stopped meanwhile for longer than the 30 s it waits
+/// for a checkpoint (HTCondor's suspend stops the whole job; its vacate
+/// then continues it, the eviction's SIGTERM pending): the 30 s count
+/// from the eviction. Before, the request's old start was taken, the
+/// checkpoint given up at once, the job killed, and ckptrun exited 124
+/// (a review saw it with the real DMTCP). Waits out the 30 s.
+#[test]
+fn an_eviction_after_ckptrun_was_stopped_is_given_its_own_time() {
+    let sandbox = sandbox("stopped-evicted");
+    let expected = reference(2500);
+    let periodic = [
+        "--log",
+        "ckptrun.log",
+        "--interval",
+        "1",
+        "--interval-continue",
+    ];
+    let mut running = started(dmtcp(&sandbox, &periodic, 2500, 10), &sandbox);
+    let job: i32 = read(sandbox.path("job.pid")).trim().parse().unwrap();
+    let limit = Duration::from_secs(60);
+    while_running((&mut running, &sandbox), "a first commit", limit, || {
+        newest(&sandbox) >= 1
+    });
+    signal(job, libc::SIGSTOP);
+    let requests = || log_lines(&read(sandbox.path("ckptrun.log")), "checkpoint requested").len();
+    while_running((&mut running, &sandbox), "the next request", limit, || {
+        requests() >= 2
+    });
+    running.signal(libc::SIGSTOP);
+    // Longer than ckptrun waits for a checkpoint to show (GIVE_UP).
+    std::thread::sleep(Duration::from_secs(31));
+    running.signal(libc::SIGTERM);
+    running.signal(libc::SIGCONT);
+    signal(job, libc::SIGCONT);
+    let out = running.finish();
+    assert_eq!(
+        out.code(),
+        Some(85),
+        "{}\n{}",
+        out.stderr,
+        read(sandbox.path("ckptrun.log"))
+    );
+    assert_nothing_left(&sandbox);
+    let out = run(dmtcp(&sandbox, &["--log", "ckptrun.log"], 2500, 10));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_same_output(&read(sandbox.path("out")), &expected);
 }
 
 #[test]

@@ -121,9 +121,12 @@ impl Pending {
 
     /// An eviction while this runs: it is committed, then one that ends
     /// the computation is taken (so that nothing the job writes after it
-    /// is written again on restart).
+    /// is written again on restart). Without a time limit, it is given up
+    /// GIVE_UP after the eviction, not after the request: the job may
+    /// have been stopped since (HTCondor's suspend stops ckptrun too).
     pub fn then_exit(&mut self, evicted: bool, deadline: Option<Instant>, log: &Log) {
         if matches!(self.asks, Asks::RunOn) {
+            self.asked = Instant::now();
             log.info(format_args!(
                 "a checkpoint is under way: it is committed, then the eviction's taken"
             ));
@@ -249,15 +252,22 @@ impl Place {
         }
     }
 
-    /// A lapsed checkpoint (see `lapsed`) that DMTCP has completed since
-    /// is discarded, before a request could write over it; whether one
-    /// may still be under way.
+    /// What shows of a lapsed checkpoint (see `lapsed`), if there is
+    /// one: one DMTCP has completed since is discarded, before a request
+    /// could have DMTCP write over it (then none). One under way is not
+    /// asked for again: a request would be taken once it is complete, and
+    /// DMTCP would write the next checkpoint where this one's are emptied.
     #[inline(never)]
-    pub fn drop_late(&mut self, log: &Log) -> bool {
-        if self.lapsed && self.images.look() == Look::Complete {
-            self.discard(log);
+    pub fn late(&mut self, log: &Log) -> Option<Look> {
+        if !self.lapsed {
+            return None;
         }
-        self.lapsed
+        let look = self.images.look();
+        if look == Look::Complete {
+            self.discard(log);
+            return None;
+        }
+        Some(look)
     }
 
     /// The images of a lapsed checkpoint, not seen being written, are

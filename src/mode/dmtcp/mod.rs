@@ -196,17 +196,21 @@ impl<'a> Dmtcp<'a> {
             return Action::Drop;
         }
         // After a checkpoint given up on, one that ends the computation
-        // is taken only once that one is done with (see `given_up`).
-        let asks = match (exit, self.place.drop_late(self.log)) {
+        // is taken only once that one is done with (see `given_up`); one
+        // under way is waited for.
+        let late = self.place.late(self.log);
+        let asks = match (exit, late) {
             (false, _) => Asks::RunOn,
-            (true, false) => Asks::Exit,
-            (true, true) => Asks::RunOnThenExit { by: deadline },
+            (true, None) => Asks::Exit,
+            (true, Some(_)) => Asks::RunOnThenExit { by: deadline },
         };
         let p = slot.insert(Pending::new(asks, evicted, deadline, now));
         self.place.frozen = None;
         self.policy.stop_ticks();
-        let rooms = (&self.requests, &mut self.procs, self.inherited);
-        p.send(joined, rooms, self.log);
+        if late.is_none_or(|look| look == Look::Nothing) {
+            let rooms = (&self.requests, &mut self.procs, self.inherited);
+            p.send(joined, rooms, self.log);
+        }
         Action::Drop
     }
 
