@@ -637,27 +637,25 @@ fn newest(sandbox: &Sandbox) -> u64 {
         .unwrap_or(0)
 }
 
-/// Waits until `done` (at most `limit`), failing if ckptrun ends first,
-/// with its log (`--log ckptrun.log`).
-fn while_running(
-    (run, sandbox): (&mut Running, &Sandbox),
-    what: &str,
-    limit: Duration,
-    mut done: impl FnMut() -> bool,
-) {
-    let deadline = Instant::now() + limit;
-    let log = || read(sandbox.path("ckptrun.log"));
-    while !done() {
-        if let Some(status) = run.child.try_wait().unwrap() {
-            panic!("ckptrun ended ({status:?}) before {what}\n{}", log());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not within {limit:?}: {what}\n{}",
-            log()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// `--log ckptrun.log --interval 1 --interval-continue`: for a job of
+/// 2500 steps of 10 ms.
+const PERIODIC: [&str; 5] = [
+    "--log",
+    "ckptrun.log",
+    "--interval",
+    "1",
+    "--interval-continue",
+];
+
+/// Starts `cmd` (`PERIODIC`), waits for its first commit; the job's pid.
+fn first_commit(cmd: Command, sandbox: &Sandbox) -> (Running, i32) {
+    let mut running = started(cmd, sandbox);
+    let job = read(sandbox.path("job.pid")).trim().parse().unwrap();
+    let limit = Duration::from_secs(60);
+    while_running(&mut running, &sandbox.dir, "a first commit", limit, || {
+        newest(sandbox) >= 1
+    });
+    (running, job)
 }
 
 /// A periodic checkpoint ckptrun gave up on (the job stopped past the
@@ -675,37 +673,32 @@ fn while_running(
 fn no_request_is_made_while_a_checkpoint_given_up_on_completes() {
     let sandbox = sandbox("lapsed-written");
     let expected = reference(2500);
-    let periodic = [
-        "--log",
-        "ckptrun.log",
-        "--interval",
-        "1",
-        "--interval-continue",
-    ];
-    let mut cmd = dmtcp(&sandbox, &periodic, 2500, 10);
+    let mut cmd = dmtcp(&sandbox, &PERIODIC, 2500, 10);
     cmd.env("FAKE_DMTCP_SCRIPT_DELAY_MS", "2000")
         .env("FAKE_DMTCP_COMMAND_GAP_MS", "1600")
         .env("FAKE_DMTCP_IMAGE_KB", "1024")
         .env("FAKE_DMTCP_WRITE_MS_PER_MB", "200");
-    let mut running = started(cmd, &sandbox);
-    let job: i32 = read(sandbox.path("job.pid")).trim().parse().unwrap();
-    let limit = Duration::from_secs(60);
-    while_running((&mut running, &sandbox), "a first commit", limit, || {
-        newest(&sandbox) >= 1
-    });
+    let (mut running, job) = first_commit(cmd, &sandbox);
     signal(job, libc::SIGSTOP);
     let log = || read(sandbox.path("ckptrun.log"));
+    let limit = Duration::from_secs(60);
+    let given_up = || log().contains("no checkpoint could be taken");
     while_running(
-        (&mut running, &sandbox),
+        &mut running,
+        &sandbox.dir,
         "the request given up",
         limit,
-        || log().contains("no checkpoint could be taken"),
+        given_up,
     );
     let before = newest(&sandbox);
     signal(job, libc::SIGCONT);
-    while_running((&mut running, &sandbox), "a commit after it", limit, || {
-        newest(&sandbox) > before
-    });
+    while_running(
+        &mut running,
+        &sandbox.dir,
+        "a commit after it",
+        limit,
+        || newest(&sandbox) > before,
+    );
     // The machine dies.
     kill_tree(running.pid());
     let _ = running.finish();
@@ -726,24 +719,19 @@ fn no_request_is_made_while_a_checkpoint_given_up_on_completes() {
 fn an_eviction_after_ckptrun_was_stopped_is_given_its_own_time() {
     let sandbox = sandbox("stopped-evicted");
     let expected = reference(2500);
-    let periodic = [
-        "--log",
-        "ckptrun.log",
-        "--interval",
-        "1",
-        "--interval-continue",
-    ];
-    let mut running = started(dmtcp(&sandbox, &periodic, 2500, 10), &sandbox);
-    let job: i32 = read(sandbox.path("job.pid")).trim().parse().unwrap();
-    let limit = Duration::from_secs(60);
-    while_running((&mut running, &sandbox), "a first commit", limit, || {
-        newest(&sandbox) >= 1
-    });
+    let cmd = dmtcp(&sandbox, &PERIODIC, 2500, 10);
+    let (mut running, job) = first_commit(cmd, &sandbox);
     signal(job, libc::SIGSTOP);
-    let requests = || log_lines(&read(sandbox.path("ckptrun.log")), "checkpoint requested").len();
-    while_running((&mut running, &sandbox), "the next request", limit, || {
-        requests() >= 2
-    });
+    let log = || read(sandbox.path("ckptrun.log"));
+    let requests = || log_lines(&log(), "checkpoint requested").len() >= 2;
+    let limit = Duration::from_secs(60);
+    while_running(
+        &mut running,
+        &sandbox.dir,
+        "the next request",
+        limit,
+        requests,
+    );
     running.signal(libc::SIGSTOP);
     // Longer than ckptrun waits for a checkpoint to show (GIVE_UP).
     std::thread::sleep(Duration::from_secs(31));
@@ -751,13 +739,7 @@ fn an_eviction_after_ckptrun_was_stopped_is_given_its_own_time() {
     running.signal(libc::SIGCONT);
     signal(job, libc::SIGCONT);
     let out = running.finish();
-    assert_eq!(
-        out.code(),
-        Some(85),
-        "{}\n{}",
-        out.stderr,
-        read(sandbox.path("ckptrun.log"))
-    );
+    assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, log());
     assert_nothing_left(&sandbox);
     let out = run(dmtcp(&sandbox, &["--log", "ckptrun.log"], 2500, 10));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);

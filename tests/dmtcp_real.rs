@@ -307,30 +307,6 @@ fn wait_for_lines(run: &mut Running, out: &Path, n: usize) {
     });
 }
 
-/// Waits until `done`, `what` (at most `limit`), failing if ckptrun ends
-/// first, with the log of ckptrun in `sandbox`.
-fn while_running(
-    run: &mut Running,
-    sandbox: &Path,
-    what: &str,
-    limit: Duration,
-    mut done: impl FnMut() -> bool,
-) {
-    let deadline = Instant::now() + limit;
-    let log = || std::fs::read_to_string(sandbox.join("ckptrun.log")).unwrap_or_default();
-    while !done() {
-        if let Some(status) = run.child.try_wait().unwrap() {
-            panic!("ckptrun ended ({status:?}) before {what}\n{}", log());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not within {limit:?}: {what}\n{}",
-            log()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Processes running a program from `dir`, or with it as working
 /// directory, and DMTCP coordinators whose port file is in it.
 fn left_in(dir: &Path) -> Vec<String> {

@@ -1033,6 +1033,30 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     found
 }
 
+/// Waits until `done`, `what` (at most `limit`), failing if ckptrun ends
+/// first, with the log of ckptrun in `sandbox`.
+pub fn while_running(
+    run: &mut Running,
+    sandbox: &Path,
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    let log = || std::fs::read_to_string(sandbox.join("ckptrun.log")).unwrap_or_default();
+    while !done() {
+        if let Some(status) = run.child.try_wait().unwrap() {
+            panic!("ckptrun ended ({status:?}) before {what}\n{}", log());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not within {limit:?}: {what}\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Kills `root` and every process under it at once, as a crash of their
 /// machine would: each is stopped first (SIGSTOP: none can react to the
 /// death of another, or fork one more unseen), then all are SIGKILLed.
