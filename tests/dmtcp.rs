@@ -740,6 +740,11 @@ fn an_eviction_after_ckptrun_was_stopped_is_given_its_own_time() {
     signal(job, libc::SIGCONT);
     let out = running.finish();
     assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, log());
+    // DMTCP's refusals of the requests made again while the late
+    // checkpoint was under way went to the log, not to HTCondor's error
+    // file.
+    assert!(!out.stderr.contains("Error, computation"), "{}", out.stderr);
+    assert!(log().contains("Error, computation"), "{}", log());
     assert_nothing_left(&sandbox);
     let out = run(dmtcp(&sandbox, &["--log", "ckptrun.log"], 2500, 10));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);

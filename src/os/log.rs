@@ -70,6 +70,23 @@ impl Log {
         self.emit(args, self.verbose);
     }
 
+    /// Where a helper's messages go that ckptrun expects and the user need
+    /// not see (DMTCP refusing a checkpoint asked for again while one is
+    /// under way): a copy of the log file, else /dev/null; close-on-exec.
+    pub fn sink(&self) -> Result<OwnedFd, Error> {
+        match &self.file {
+            Some(file) => {
+                rustix::io::fcntl_dupfd_cloexec(file, 3).map_err(|e| Error::os("the --log file", e))
+            }
+            None => rustix::fs::open(
+                c"/dev/null",
+                OFlags::WRONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| Error::os("/dev/null", e)),
+        }
+    }
+
     /// Something the user must see even without `--verbose`.
     pub fn warn(&self, args: fmt::Arguments<'_>) {
         self.emit(args, true);

@@ -48,10 +48,13 @@ pub struct Requests {
 }
 
 impl Requests {
-    pub fn new(coordinator: &Coordinator, tool: &Path) -> Result<Self, Error> {
+    /// What `dmtcp_command` says goes to the log (`Log::sink`), not to
+    /// standard error: HTCondor's error file. A request made again while
+    /// its checkpoint is under way is refused, with a line that says so.
+    pub fn new(coordinator: &Coordinator, tool: &Path, log: &Log) -> Result<Self, Error> {
         Ok(Self {
-            kill: coordinator.command(tool, &["--kcheckpoint"], None)?,
-            keep: coordinator.command(tool, &["--bcheckpoint"], None)?,
+            kill: coordinator.command(tool, &["--kcheckpoint"], Some(log.sink()?))?,
+            keep: coordinator.command(tool, &["--bcheckpoint"], Some(log.sink()?))?,
         })
     }
 }

@@ -129,7 +129,7 @@ fn commands(
 ) -> Result<Commands, Error> {
     Ok(Commands {
         job: job_command(config, path, tools, coordinator, start, log)?,
-        requests: Requests::new(coordinator, &tools.command)?,
+        requests: Requests::new(coordinator, &tools.command, log)?,
         status: Status::new(coordinator, &tools.command)?,
     })
 }
