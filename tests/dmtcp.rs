@@ -740,15 +740,56 @@ fn an_eviction_after_ckptrun_was_stopped_is_given_its_own_time() {
     signal(job, libc::SIGCONT);
     let out = running.finish();
     assert_eq!(out.code(), Some(85), "{}\n{}", out.stderr, log());
-    // DMTCP's refusals of the requests made again while the late
-    // checkpoint was under way went to the log, not to HTCondor's error
-    // file.
-    assert!(!out.stderr.contains("Error, computation"), "{}", out.stderr);
-    assert!(log().contains("Error, computation"), "{}", log());
     assert_nothing_left(&sandbox);
     let out = run(dmtcp(&sandbox, &["--log", "ckptrun.log"], 2500, 10));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert_same_output(&read(sandbox.path("out")), &expected);
+}
+
+/// A checkpoint request DMTCP refuses (one is under way: here the test
+/// began it, with the fake's own dmtcp_command, once the job joined and
+/// before ckptrun's first tick): its `Error, computation not in running state` line goes to
+/// `--log`, not to ckptrun's standard error, HTCondor's error file.
+/// Before, it was on standard error and not in the log.
+#[test]
+fn a_refused_request_is_said_in_the_log_not_on_stderr() {
+    let sandbox = sandbox("refused");
+    let periodic = [
+        "--log",
+        "ckptrun.log",
+        "--interval",
+        "2",
+        "--interval-continue",
+    ];
+    let mut cmd = dmtcp(&sandbox, &periodic, 2500, 10);
+    cmd.env("FAKE_DMTCP_IMAGE_KB", "8192")
+        .env("FAKE_DMTCP_WRITE_MS_PER_MB", "500");
+    let mut running = started(cmd, &sandbox);
+    let log = || read(sandbox.path("ckptrun.log"));
+    let limit = Duration::from_secs(30);
+    // Joined: ckptrun's requests are sent from then on.
+    let joined = || log().contains("the job runs under DMTCP");
+    while_running(&mut running, &sandbox.dir, "the job joined", limit, joined);
+    let port = log()
+        .lines()
+        .find_map(|l| Some(l.split("coordinator on port ").nth(1)?.trim().to_string()))
+        .unwrap();
+    let tool = sandbox.path("dmtcp/bin/dmtcp_command");
+    let out = output(Command::new(tool).args(["--coord-port", &port, "--bcheckpoint"]));
+    assert!(out.status.success(), "{out:?}");
+    let refused = || log().contains("Error, computation not in running state");
+    while_running(
+        &mut running,
+        &sandbox.dir,
+        "a request refused",
+        limit,
+        refused,
+    );
+    running.signal(libc::SIGTERM);
+    let out = running.finish();
+    assert_eq!(out.code(), Some(85), "{}", out.stderr);
+    assert!(!out.stderr.contains("Error, computation"), "{}", out.stderr);
+    assert_nothing_left(&sandbox);
 }
 
 #[test]
