@@ -708,6 +708,55 @@ fn no_request_is_made_while_a_checkpoint_given_up_on_completes() {
     assert_same_output(&read(sandbox.path("out")), &expected);
 }
 
+/// A checkpoint given up on that shows nothing yet at the next tick:
+/// that tick's request is sent (the fake's dmtcp_command takes 0.6 s to
+/// make it), the late checkpoint is then seen being written and
+/// committed, and the request, still being made, starts one more once
+/// it is done. That one is taken as given up on too: discarded, its
+/// outputs' sizes unknown. Before, it was committed at the next tick
+/// with the sizes of then, and the restart wrote again some 40 lines (a
+/// second review found it). Waits out the 30 s.
+#[test]
+fn a_request_still_being_made_after_a_commit_is_watched_for() {
+    let sandbox = sandbox("lapsed-asking");
+    let expected = reference(2500);
+    let mut cmd = dmtcp(&sandbox, &PERIODIC, 2500, 10);
+    cmd.env("FAKE_DMTCP_COMMAND_GAP_MS", "600")
+        .env("FAKE_DMTCP_IMAGE_KB", "1024")
+        .env("FAKE_DMTCP_WRITE_MS_PER_MB", "200");
+    let (mut running, job) = first_commit(cmd, &sandbox);
+    signal(job, libc::SIGSTOP);
+    let log = || read(sandbox.path("ckptrun.log"));
+    let limit = Duration::from_secs(60);
+    let given_up = || log().contains("no checkpoint could be taken");
+    while_running(
+        &mut running,
+        &sandbox.dir,
+        "the request given up",
+        limit,
+        given_up,
+    );
+    let asked = log_lines(&log(), "checkpoint requested").len();
+    let next = || log_lines(&log(), "checkpoint requested").len() > asked;
+    while_running(&mut running, &sandbox.dir, "the next request", limit, next);
+    let before = newest(&sandbox);
+    signal(job, libc::SIGCONT);
+    while_running(
+        &mut running,
+        &sandbox.dir,
+        "two commits after it",
+        limit,
+        || newest(&sandbox) >= before + 2,
+    );
+    // The machine dies.
+    kill_tree(running.pid());
+    let _ = running.finish();
+    assert_nothing_running(&sandbox);
+    let out = run(dmtcp(&sandbox, &["--log", "ckptrun.log"], 2500, 10));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, log());
+    assert_same_output(&read(sandbox.path("out")), &expected);
+}
+
 /// An eviction that comes while a periodic checkpoint's request is out,
 /// ckptrun itself stopped meanwhile for longer than the 30 s it waits
 /// for a checkpoint (HTCondor's suspend stops the whole job; its vacate

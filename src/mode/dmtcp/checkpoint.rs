@@ -117,6 +117,11 @@ impl Pending {
         }
     }
 
+    /// Its `dmtcp_command` still runs.
+    pub fn asking(&self) -> bool {
+        self.requester.is_some()
+    }
+
     /// The computation ends with it, or after it.
     pub fn exit(&self) -> bool {
         !matches!(self.asks, Asks::RunOn)

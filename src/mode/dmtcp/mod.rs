@@ -340,6 +340,10 @@ impl<'a> Dmtcp<'a> {
     /// `PeriodicCommits`).
     fn commit_periodic(&mut self) -> bool {
         let log = self.log;
+        // A request whose `dmtcp_command` still runs (this checkpoint was
+        // a lapsed one, not its own) may yet start one once this is done,
+        // which nothing would watch: that one is taken as lapsed too.
+        let asking = self.phase.pending().is_some_and(Pending::asking);
         if let Some(slot) = self.phase.pending_slot() {
             *slot = None;
         }
@@ -347,13 +351,14 @@ impl<'a> Dmtcp<'a> {
         if self.place.frozen.is_none() {
             if self.place.lapsed {
                 self.place.discard(log);
+                self.place.lapsed = asking;
                 return true;
             }
             log.info(format_args!(
                 "the images were not seen being written: the outputs' sizes are taken now"
             ));
         }
-        self.place.lapsed = false;
+        self.place.lapsed = asking;
         let done = self.place.commit(log);
         if let Err(f) = done {
             log.warn(format_args!(
