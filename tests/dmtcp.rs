@@ -658,6 +658,53 @@ fn first_commit(cmd: Command, sandbox: &Sandbox) -> (Running, i32) {
     (running, job)
 }
 
+/// When `lapsed_then_crashed` continues the job.
+enum Continue {
+    AtOnce,
+    AfterTheNextRequest,
+}
+
+/// The job of `cmd` (`PERIODIC`, 2500 steps) stopped once a first commit
+/// is made, until ckptrun gives its request up (30 s); continued (`when`);
+/// then, `commits` commits on, the machine dies. A restart from what the
+/// store holds must write an uninterrupted run's output.
+fn lapsed_then_crashed(sandbox: &Sandbox, cmd: Command, when: Continue, commits: u64) {
+    let expected = reference(2500);
+    let (mut running, job) = first_commit(cmd, sandbox);
+    signal(job, libc::SIGSTOP);
+    let log = || read(sandbox.path("ckptrun.log"));
+    let limit = Duration::from_secs(60);
+    let given_up = || log().contains("no checkpoint could be taken");
+    while_running(
+        &mut running,
+        &sandbox.dir,
+        "the request given up",
+        limit,
+        given_up,
+    );
+    if let Continue::AfterTheNextRequest = when {
+        let asked = log_lines(&log(), "checkpoint requested").len();
+        let next = || log_lines(&log(), "checkpoint requested").len() > asked;
+        while_running(&mut running, &sandbox.dir, "the next request", limit, next);
+    }
+    let before = newest(sandbox);
+    signal(job, libc::SIGCONT);
+    while_running(
+        &mut running,
+        &sandbox.dir,
+        "the commits after it",
+        limit,
+        || newest(sandbox) >= before + commits,
+    );
+    // The machine dies.
+    kill_tree(running.pid());
+    let _ = running.finish();
+    assert_nothing_running(sandbox);
+    let out = run(dmtcp(sandbox, &["--log", "ckptrun.log"], 2500, 10));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, log());
+    assert_same_output(&read(sandbox.path("out")), &expected);
+}
+
 /// A periodic checkpoint ckptrun gave up on (the job stopped past the
 /// 30 s it waits, then continued) whose images DMTCP has written by the
 /// next tick, its restart script not yet (the fake's comes 2 s late):
@@ -672,40 +719,12 @@ fn first_commit(cmd: Command, sandbox: &Sandbox) -> (Running, i32) {
 #[test]
 fn no_request_is_made_while_a_checkpoint_given_up_on_completes() {
     let sandbox = sandbox("lapsed-written");
-    let expected = reference(2500);
     let mut cmd = dmtcp(&sandbox, &PERIODIC, 2500, 10);
     cmd.env("FAKE_DMTCP_SCRIPT_DELAY_MS", "2000")
         .env("FAKE_DMTCP_COMMAND_GAP_MS", "1600")
         .env("FAKE_DMTCP_IMAGE_KB", "1024")
         .env("FAKE_DMTCP_WRITE_MS_PER_MB", "200");
-    let (mut running, job) = first_commit(cmd, &sandbox);
-    signal(job, libc::SIGSTOP);
-    let log = || read(sandbox.path("ckptrun.log"));
-    let limit = Duration::from_secs(60);
-    let given_up = || log().contains("no checkpoint could be taken");
-    while_running(
-        &mut running,
-        &sandbox.dir,
-        "the request given up",
-        limit,
-        given_up,
-    );
-    let before = newest(&sandbox);
-    signal(job, libc::SIGCONT);
-    while_running(
-        &mut running,
-        &sandbox.dir,
-        "a commit after it",
-        limit,
-        || newest(&sandbox) > before,
-    );
-    // The machine dies.
-    kill_tree(running.pid());
-    let _ = running.finish();
-    assert_nothing_running(&sandbox);
-    let out = run(dmtcp(&sandbox, &["--log", "ckptrun.log"], 2500, 10));
-    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, log());
-    assert_same_output(&read(sandbox.path("out")), &expected);
+    lapsed_then_crashed(&sandbox, cmd, Continue::AtOnce, 1);
 }
 
 /// A checkpoint given up on that shows nothing yet at the next tick:
@@ -719,42 +738,11 @@ fn no_request_is_made_while_a_checkpoint_given_up_on_completes() {
 #[test]
 fn a_request_still_being_made_after_a_commit_is_watched_for() {
     let sandbox = sandbox("lapsed-asking");
-    let expected = reference(2500);
     let mut cmd = dmtcp(&sandbox, &PERIODIC, 2500, 10);
     cmd.env("FAKE_DMTCP_COMMAND_GAP_MS", "600")
         .env("FAKE_DMTCP_IMAGE_KB", "1024")
         .env("FAKE_DMTCP_WRITE_MS_PER_MB", "200");
-    let (mut running, job) = first_commit(cmd, &sandbox);
-    signal(job, libc::SIGSTOP);
-    let log = || read(sandbox.path("ckptrun.log"));
-    let limit = Duration::from_secs(60);
-    let given_up = || log().contains("no checkpoint could be taken");
-    while_running(
-        &mut running,
-        &sandbox.dir,
-        "the request given up",
-        limit,
-        given_up,
-    );
-    let asked = log_lines(&log(), "checkpoint requested").len();
-    let next = || log_lines(&log(), "checkpoint requested").len() > asked;
-    while_running(&mut running, &sandbox.dir, "the next request", limit, next);
-    let before = newest(&sandbox);
-    signal(job, libc::SIGCONT);
-    while_running(
-        &mut running,
-        &sandbox.dir,
-        "two commits after it",
-        limit,
-        || newest(&sandbox) >= before + 2,
-    );
-    // The machine dies.
-    kill_tree(running.pid());
-    let _ = running.finish();
-    assert_nothing_running(&sandbox);
-    let out = run(dmtcp(&sandbox, &["--log", "ckptrun.log"], 2500, 10));
-    assert_eq!(out.code(), Some(0), "{}\n{}", out.stderr, log());
-    assert_same_output(&read(sandbox.path("out")), &expected);
+    lapsed_then_crashed(&sandbox, cmd, Continue::AfterTheNextRequest, 2);
 }
 
 /// An eviction that comes while a periodic checkpoint's request is out,
